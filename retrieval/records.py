@@ -1,0 +1,93 @@
+"""Typed records that cross module borders: files found, chunks cut, hits returned."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A file worth indexing, decoded (invalid UTF-8 replaced, never dropped)."""
+
+    path: str  # POSIX path relative to the repository root
+    language: str | None  # tree-sitter language name, or None for plain text
+    text: str
+    sha256: str  # hash of the raw bytes on disk: the incremental indexer's change test
+
+
+class SkipReason(StrEnum):
+    BINARY = "binary"
+    TOO_LARGE = "too large"
+    IGNORED = "ignored"
+    SECRET = "secret"
+    LOCK_FILE = "lock file"
+    SYMLINK_OUTSIDE = "symlink outside repo"
+    SYMLINK_LOOP = "symlink loop"
+    UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A file discovery passed over, and why: shown in index summaries."""
+
+    path: str
+    reason: SkipReason
+
+
+class ChunkKind(StrEnum):
+    DECLARATION = "declaration"
+    PREAMBLE = "preamble"
+    WINDOW = "window"
+    MINIFIED = "minified"
+    WHOLE_FILE = "whole-file"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A contiguous piece of one file; its text is exactly lines start_line..end_line.
+
+    For minified files split by characters the text is an exact substring and the
+    lines are the true lines that substring spans.
+    """
+
+    path: str
+    start_line: int  # 1-based, inclusive
+    end_line: int  # 1-based, inclusive
+    language: str | None
+    kind: ChunkKind
+    symbol: str | None  # qualified, e.g. "Session.request"
+    signature: str | None
+    text: str
+    header: str  # context for embedding and keyword search: path, class, signature, imports
+
+    @property
+    def chunk_id(self) -> str:
+        """Stable identity of this chunk's place and content."""
+        key = f"{self.path}\0{self.start_line}\0{self.end_line}\0{self.text}"
+        return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @property
+    def content_hash(self) -> str:
+        """What the embedding depends on: identical header+text embed to the same vector."""
+        key = f"{self.header}\0{self.text}"
+        return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+class SearchMode(StrEnum):
+    HYBRID = "hybrid"
+    BM25 = "bm25"
+    VECTOR = "vector"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One ranked result: a chunk and its score under the mode that found it."""
+
+    chunk: Chunk
+    score: float

@@ -1,0 +1,5 @@
+import sys
+
+from codeqa.tui.cli import main
+
+sys.exit(main())
