@@ -1,4 +1,4 @@
-"""The `codeqa` command: parses arguments, hands each subcommand its module, prints errors as one line."""
+"""The `codeqa` command: parses arguments, runs a subcommand, prints errors as one line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from codeqa.retrieval.offline import prepare_offline_environment
 
 # Each command group lives in its own module exposing `register(subparsers)`.
 # Imported lazily by name so `codeqa search` does not pay for litellm or Textual.
-COMMAND_MODULES = ("chunks",)
+COMMAND_MODULES = ("index", "search")
 
 
 def build_parser() -> argparse.ArgumentParser:

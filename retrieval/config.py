@@ -1,0 +1,46 @@
+"""Index settings and the constants that tune indexing, in one place."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+# Files are chunked, stored and checkpointed in batches: large enough that the
+# store's per-write overhead is amortised, small enough that Ctrl-C loses little.
+FILES_PER_BATCH = 256
+
+# Chunks embedded per call: the offline model batches internally; a remote model
+# pays one HTTP round trip per batch, so larger batches mean fewer round trips.
+CHUNKS_PER_EMBED_BATCH = 256
+
+# Bump when the on-disk layout of an index changes incompatibly.
+INDEX_FORMAT_VERSION = 1
+
+STORE_BACKENDS = ("lancedb", "weaviate")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSettings:
+    """How to build and open a repository's index; resolved once at the CLI."""
+
+    index_dir: Path | None = None  # None: a folder per repo in the user cache dir
+    embed_model: str | None = None  # None: the offline default (or what the index was built with)
+    store: str = "lancedb"
+    max_file_bytes: int = 1_000_000
+    weaviate_url: str | None = None
+    weaviate_grpc_port: int | None = None
+
+
+def default_index_root() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("codeqa")) / "indexes"
+
+
+def index_dir_for(repo_root: Path, override: Path | None) -> Path:
+    """The folder holding one repository's index: `override`, or one named after the repo."""
+    if override is not None:
+        return override.expanduser().resolve()
+    digest = hashlib.sha1(str(repo_root).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return default_index_root() / f"{repo_root.name or 'root'}-{digest}"

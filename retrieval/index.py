@@ -1,0 +1,367 @@
+"""Build, update and open a repository's index: discover → chunk → store (BM25 at once) → vectors.
+
+The index is searchable by keywords as soon as the chunks are stored; vectors are
+filled in afterwards (in the same run, or resumed by the next one), so a large
+repository is usable within seconds while the slower embedding catches up.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from codeqa.retrieval.chunker import CHUNKER_VERSION, chunk_file
+from codeqa.retrieval.config import (
+    CHUNKS_PER_EMBED_BATCH,
+    FILES_PER_BATCH,
+    IndexSettings,
+    index_dir_for,
+)
+from codeqa.retrieval.discover import DiscoverOptions, discover
+from codeqa.retrieval.embedders import Embedder, embedding_text, load_embedder
+from codeqa.retrieval.errors import (
+    ConfigError,
+    IndexMismatch,
+    IndexNotFound,
+    RepoNotFound,
+    StoreUnavailable,
+)
+from codeqa.retrieval.manifest import Manifest
+from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
+from codeqa.retrieval.store import Store
+from codeqa.retrieval.vector_cache import VectorCache
+
+STORE_FOLDER = "store"
+VECTOR_CACHE_NAME = "vectors.sqlite"
+LOCK_NAME = "lock"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    """One step of indexing, for a progress bar: `phase` is "scan", "chunk" or "embed"."""
+
+    phase: str
+    done: int
+    total: int
+    detail: str = ""
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+@dataclass
+class IndexReport:
+    repo_root: Path
+    index_dir: Path
+    files_seen: int = 0
+    files_changed: int = 0
+    files_removed: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    chunks_added: int = 0
+    chunks_total: int = 0
+    vectors_embedded: int = 0
+    vectors_from_cache: int = 0
+    vectors_pending: int = 0
+    seconds_to_searchable: float = 0.0
+    seconds_total: float = 0.0
+    embedder_name: str = ""
+
+
+def resolve_repo(repo: Path) -> Path:
+    path = Path(repo).expanduser()
+    if not path.exists():
+        raise RepoNotFound(f"repository path {str(path)!r} does not exist")
+    if not path.is_dir():
+        raise RepoNotFound(f"repository path {str(path)!r} is a file, not a folder")
+    return path.resolve()
+
+
+def open_store(settings: IndexSettings, directory: Path, dim: int) -> Store:
+    if settings.store == "lancedb":
+        from codeqa.retrieval.store_lancedb import LanceStore
+
+        return LanceStore(directory / STORE_FOLDER, dim)
+    if settings.store == "weaviate":
+        from codeqa.retrieval.store_weaviate import open_weaviate_store
+
+        return open_weaviate_store(settings, directory, dim)
+    raise ConfigError(f"unknown store {settings.store!r}; choose lancedb or weaviate")
+
+
+@contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """One indexer per index at a time; a second one says so instead of corrupting it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_NAME, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreUnavailable(
+                f"another codeqa process is indexing into {directory}; wait for it to finish"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def build_index(
+    repo: Path,
+    settings: IndexSettings,
+    progress: ProgressCallback | None = None,
+    *,
+    rebuild: bool = False,
+    embed: bool = True,
+    cancel: threading.Event | None = None,
+) -> IndexReport:
+    """Create or bring up to date the index of `repo`; only changed files are re-read.
+
+    With `embed=False` the index is complete for BM25 and the vectors are left for
+    `fill_vectors` (the TUI runs that in a background worker).
+    """
+    started = time.perf_counter()
+    root = resolve_repo(repo)
+    directory = index_dir_for(root, settings.index_dir)
+    notify = progress or (lambda event: None)
+    with _exclusive(directory):
+        if rebuild:
+            _wipe(directory)
+        manifest = Manifest.load(directory)
+        embedder = load_embedder(settings.embed_model or (manifest and manifest.embedder_name))
+        if manifest is None:
+            manifest = Manifest(
+                repo_root=str(root),
+                embedder_name=embedder.name,
+                embedder_dim=embedder.dim,
+                chunker_version=CHUNKER_VERSION,
+                store=settings.store,
+            )
+        else:
+            manifest.check_compatible(
+                embedder_name=embedder.name,
+                chunker_version=CHUNKER_VERSION,
+                store=settings.store,
+            )
+        report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
+        store = open_store(settings, directory, embedder.dim)
+        cache = VectorCache(directory / VECTOR_CACHE_NAME)
+        try:
+            changed, seen = _scan(root, settings, manifest, report, notify)
+            removed = sorted(set(manifest.files) - seen)
+            if removed:
+                store.delete_paths(removed)
+                for path in removed:
+                    del manifest.files[path]
+                manifest.save(directory)
+            report.files_removed = len(removed)
+            _store_chunks(changed, manifest, store, cache, directory, report, notify, cancel)
+            report.seconds_to_searchable = time.perf_counter() - started
+            if embed:
+                fill_vectors(store, cache, embedder, notify, cancel, report)
+            report.vectors_pending = len(store.ids_missing_vectors())
+            report.chunks_total = store.count()
+        finally:
+            cache.close()
+            store.close()
+    report.seconds_total = time.perf_counter() - started
+    return report
+
+
+def _wipe(directory: Path) -> None:
+    """Drop the store and manifest; keep the vector cache (keyed by model and content)."""
+    (directory / "manifest.json").unlink(missing_ok=True)
+    shutil.rmtree(directory / STORE_FOLDER, ignore_errors=True)
+
+
+def _scan(
+    root: Path,
+    settings: IndexSettings,
+    manifest: Manifest,
+    report: IndexReport,
+    notify: ProgressCallback,
+) -> tuple[list[SourceFile], set[str]]:
+    """Walk the repo; return the files whose content differs from the index, and every path seen."""
+    options = DiscoverOptions(max_file_bytes=settings.max_file_bytes)
+    changed: list[SourceFile] = []
+    seen: set[str] = set()
+    for item in discover(root, options):
+        if isinstance(item, SkippedFile):
+            report.skipped[str(item.reason)] += 1
+            continue
+        seen.add(item.path)
+        if manifest.files.get(item.path) != item.sha256:
+            changed.append(item)
+        if len(seen) % 500 == 0:
+            notify(ProgressEvent("scan", len(seen), 0))
+    report.files_seen = len(seen)
+    report.files_changed = len(changed)
+    notify(ProgressEvent("scan", len(seen), len(seen)))
+    return changed, seen
+
+
+def _store_chunks(
+    changed: Sequence[SourceFile],
+    manifest: Manifest,
+    store: Store,
+    cache: VectorCache,
+    directory: Path,
+    report: IndexReport,
+    notify: ProgressCallback,
+    cancel: threading.Event | None,
+) -> None:
+    """Replace the chunks of changed files, a batch at a time, checkpointing the manifest.
+
+    A file enters the manifest only after its chunks are stored, so an interrupted
+    run leaves every listed file complete and re-does the rest next time.
+    """
+    done = 0
+    for start in range(0, len(changed), FILES_PER_BATCH):
+        _raise_if_cancelled(cancel)
+        batch = changed[start : start + FILES_PER_BATCH]
+        chunks = [chunk for file in batch for chunk in chunk_file(file)]
+        stale = [file.path for file in batch if file.path in manifest.files]
+        if stale:
+            store.delete_paths(stale)
+        cached = cache.get_many([chunk.content_hash for chunk in chunks]) if chunks else {}
+        with_vectors = [chunk for chunk in chunks if chunk.content_hash in cached]
+        without_vectors = [chunk for chunk in chunks if chunk.content_hash not in cached]
+        if with_vectors:
+            vectors = np.stack([cached[chunk.content_hash] for chunk in with_vectors])
+            store.upsert(with_vectors, vectors)
+            report.vectors_from_cache += len(with_vectors)
+        if without_vectors:
+            store.upsert(without_vectors, None)
+        report.chunks_added += len(chunks)
+        for file in batch:
+            manifest.files[file.path] = file.sha256
+        manifest.save(directory)
+        done += len(batch)
+        notify(ProgressEvent("chunk", done, len(changed), f"{report.chunks_added} chunks"))
+
+
+def fill_vectors(
+    store: Store,
+    cache: VectorCache,
+    embedder: Embedder,
+    notify: ProgressCallback,
+    cancel: threading.Event | None = None,
+    report: IndexReport | None = None,
+) -> int:
+    """Embed every stored chunk that has no vector yet; returns how many were embedded.
+
+    Each batch is cached and written before the next starts, so stopping at any
+    point keeps all finished work.
+    """
+    pending = store.chunks_missing_vectors()
+    total = len(pending)
+    embedded = 0
+    notify(ProgressEvent("embed", 0, total))
+    for start in range(0, total, CHUNKS_PER_EMBED_BATCH):
+        _raise_if_cancelled(cancel)
+        batch = pending[start : start + CHUNKS_PER_EMBED_BATCH]
+        hashes = [chunk.content_hash for chunk in batch]
+        known = cache.get_many(hashes)
+        missing = [chunk for chunk in batch if chunk.content_hash not in known]
+        if missing:
+            fresh = embedder.embed([embedding_text(chunk) for chunk in missing])
+            new = {chunk.content_hash: vector for chunk, vector in zip(missing, fresh, strict=True)}
+            cache.put_many(new)
+            known.update(new)
+            embedded += len(missing)
+        store.set_vectors([chunk.chunk_id for chunk in batch], np.stack([known[h] for h in hashes]))
+        notify(ProgressEvent("embed", min(start + len(batch), total), total, embedder.name))
+    if report is not None:
+        report.vectors_embedded += embedded
+    return embedded
+
+
+def _raise_if_cancelled(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise KeyboardInterrupt
+
+
+class Index:
+    """An opened index: what the agent, the CLI and the evals search."""
+
+    def __init__(
+        self, repo_root: Path, directory: Path, manifest: Manifest, settings: IndexSettings
+    ):
+        self.repo_root = repo_root
+        self.directory = directory
+        self.manifest = manifest
+        self.embedder = load_embedder(manifest.embedder_name)
+        self._store = open_store(settings, directory, manifest.embedder_dim)
+
+    @property
+    def chunk_count(self) -> int:
+        return self._store.count()
+
+    @property
+    def vectors_missing(self) -> int:
+        return len(self._store.ids_missing_vectors())
+
+    def search(
+        self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10
+    ) -> list[SearchHit]:
+        if not query.strip():
+            return []
+        vector = None
+        if mode is not SearchMode.BM25:
+            vector = self.embedder.embed_query(query)
+        return self._store.search(query, vector, mode, limit)
+
+    def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
+        return self._store.find_symbol(name, limit)
+
+    def chunks_for_path(self, path: str) -> list[Chunk]:
+        return self._store.chunks_for_path(path)
+
+    def fill_vectors(
+        self, progress: ProgressCallback | None = None, cancel: threading.Event | None = None
+    ) -> int:
+        """Embed what is still missing (e.g. after `build_index(embed=False)`)."""
+        with _exclusive(self.directory):
+            cache = VectorCache(self.directory / VECTOR_CACHE_NAME)
+            try:
+                return fill_vectors(
+                    self._store, cache, self.embedder, progress or (lambda e: None), cancel
+                )
+            finally:
+                cache.close()
+
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_index(repo: Path, settings: IndexSettings) -> Index:
+    """Open the existing index of `repo`; raises IndexNotFound with the command to build it."""
+    root = resolve_repo(repo)
+    directory = index_dir_for(root, settings.index_dir)
+    manifest = Manifest.load(directory)
+    if manifest is None:
+        raise IndexNotFound(f"{root} has no index yet; build it with: codeqa index {root}")
+    if settings.embed_model:
+        requested = load_embedder(settings.embed_model).name
+        if requested != manifest.embedder_name:
+            raise IndexMismatch(
+                f"this index was built with embedder {manifest.embedder_name!r}, not "
+                f"{requested!r}; run `codeqa index --rebuild --embed-model {settings.embed_model}`"
+            )
+    manifest.check_compatible(
+        embedder_name=manifest.embedder_name, chunker_version=CHUNKER_VERSION, store=settings.store
+    )
+    return Index(root, directory, manifest, settings)

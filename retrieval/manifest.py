@@ -1,0 +1,94 @@
+"""The index manifest: what built the index and which file versions it holds."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codeqa.retrieval.config import INDEX_FORMAT_VERSION
+from codeqa.retrieval.errors import IndexMismatch
+
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass
+class Manifest:
+    repo_root: str
+    embedder_name: str
+    embedder_dim: int
+    chunker_version: str
+    store: str
+    files: dict[str, str] = field(default_factory=dict)  # path -> sha256 of indexed content
+    format_version: int = INDEX_FORMAT_VERSION
+
+    @classmethod
+    def load(cls, directory: Path) -> Manifest | None:
+        path = directory / MANIFEST_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as error:
+            raise IndexMismatch(
+                f"the index manifest {path} is unreadable ({error}); "
+                "run `codeqa index --rebuild` to rebuild it"
+            ) from None
+        try:
+            return cls(
+                repo_root=data["repo_root"],
+                embedder_name=data["embedder_name"],
+                embedder_dim=int(data["embedder_dim"]),
+                chunker_version=str(data["chunker_version"]),
+                store=data.get("store", "lancedb"),
+                files=dict(data.get("files", {})),
+                format_version=int(data.get("format_version", 0)),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise IndexMismatch(
+                f"the index manifest {path} is from another codeqa version; "
+                "run `codeqa index --rebuild`"
+            ) from None
+
+    def save(self, directory: Path) -> None:
+        """Write atomically: a crash leaves the previous manifest, never half a file."""
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / MANIFEST_NAME
+        temporary = target.with_suffix(".json.tmp")
+        payload = {
+            "format_version": self.format_version,
+            "repo_root": self.repo_root,
+            "embedder_name": self.embedder_name,
+            "embedder_dim": self.embedder_dim,
+            "chunker_version": self.chunker_version,
+            "store": self.store,
+            "files": self.files,
+        }
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+
+    def check_compatible(self, *, embedder_name: str, chunker_version: str, store: str) -> None:
+        """Refuse to mix vectors of different models or chunks of different chunkers."""
+        if self.format_version != INDEX_FORMAT_VERSION:
+            raise IndexMismatch(
+                "this index was written by another codeqa version; run `codeqa index --rebuild`"
+            )
+        if self.embedder_name != embedder_name:
+            raise IndexMismatch(
+                f"this index was built with embedder {self.embedder_name!r}, not "
+                f"{embedder_name!r}; run `codeqa index --rebuild` to re-embed with the new one"
+            )
+        if self.chunker_version != chunker_version:
+            raise IndexMismatch(
+                f"this index was built with chunker version {self.chunker_version}, this codeqa "
+                f"has {chunker_version}; run `codeqa index --rebuild`"
+            )
+        if self.store != store:
+            raise IndexMismatch(
+                f"this index lives in the {self.store} store, not {store}; "
+                "run `codeqa index --rebuild` or pick the same --store"
+            )

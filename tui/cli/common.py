@@ -1,0 +1,32 @@
+"""Arguments and steps shared by several commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from codeqa.tui.settings import Settings, load_settings
+
+
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--embed-model", help="embedding model: 'default' (offline) or any litellm model"
+    )
+    parser.add_argument(
+        "--index-dir", type=Path, help="where this repo's index lives (default: user cache)"
+    )
+    parser.add_argument("--store", choices=("lancedb", "weaviate"), help="vector store backend")
+    parser.add_argument("--weaviate-url", help="Weaviate server URL (with --store weaviate)")
+
+
+def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
+    return load_settings(
+        repo,
+        {
+            "embed_model": getattr(args, "embed_model", None),
+            "index_dir": getattr(args, "index_dir", None),
+            "store": getattr(args, "store", None),
+            "weaviate_url": getattr(args, "weaviate_url", None),
+            "model": getattr(args, "model", None),
+        },
+    )

@@ -1,0 +1,72 @@
+"""Indexing progress on stderr: a redrawn bar on a terminal, sparse lines elsewhere."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from codeqa.retrieval.index import IndexReport, ProgressEvent
+
+_PHASE_LABELS = {"scan": "scanning", "chunk": "chunking", "embed": "embedding"}
+_BAR_WIDTH = 28
+_PIPE_INTERVAL_S = 5.0  # how often a non-terminal (CI log, pipe) gets a line
+
+
+class ProgressPrinter:
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.is_tty = self.stream.isatty()
+        self._phase_started: dict[str, float] = {}
+        self._last_line = 0.0
+        self._open_line = False
+
+    def __call__(self, event: ProgressEvent) -> None:
+        now = time.perf_counter()
+        started = self._phase_started.setdefault(event.phase, now)
+        finished = event.total and event.done >= event.total
+        label = _PHASE_LABELS.get(event.phase, event.phase)
+        if event.total:
+            share = event.done / event.total
+            filled = int(share * _BAR_WIDTH)
+            bar = "█" * filled + "░" * (_BAR_WIDTH - filled)
+            text = f"{label:<10} {bar} {event.done}/{event.total}"
+        else:
+            text = f"{label:<10} {event.done}"
+        elapsed = now - started
+        if event.phase == "embed" and event.done and elapsed > 0:
+            text += f"  {event.done / elapsed:.0f} chunks/s"
+        elif event.detail:
+            text += f"  {event.detail}"
+        if self.is_tty:
+            self.stream.write("\r\x1b[2K" + text)
+            self._open_line = True
+            if finished:
+                self.stream.write("\n")
+                self._open_line = False
+            self.stream.flush()
+        elif finished or now - self._last_line >= _PIPE_INTERVAL_S:
+            self.stream.write(text + "\n")
+            self._last_line = now
+
+    def close(self) -> None:
+        if self._open_line:
+            self.stream.write("\n")
+            self._open_line = False
+
+
+def summary_lines(report: IndexReport) -> list[str]:
+    skipped = ", ".join(f"{count} {reason}" for reason, count in report.skipped.most_common())
+    lines = [
+        f"indexed {report.repo_root}",
+        f"  files: {report.files_seen} seen, {report.files_changed} new or changed, "
+        f"{report.files_removed} removed" + (f"; skipped {skipped}" if skipped else ""),
+        f"  chunks: {report.chunks_total} in index, {report.chunks_added} written this run",
+        f"  vectors: {report.vectors_embedded} embedded, {report.vectors_from_cache} from cache"
+        + (f", {report.vectors_pending} still to embed" if report.vectors_pending else "")
+        + f" ({report.embedder_name})",
+        f"  time: searchable after {report.seconds_to_searchable:.1f} s, "
+        f"done in {report.seconds_total:.1f} s",
+        f"  index: {report.index_dir}",
+    ]
+    return lines

@@ -1,0 +1,116 @@
+"""`codeqa search QUERY`: ranked code locations for a question, from the index."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.records import SearchHit, SearchMode
+from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+
+SNIPPET_LINES = 3
+
+
+class BadQueriesFile(CodeqaError):
+    pass
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "search",
+        help="search a repository's index",
+        description="Hybrid (BM25 + vector, RRF) search over an indexed repository.",
+    )
+    parser.add_argument("query", nargs="?", help="what to look for (omit with --queries-file)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument(
+        "--limit", "-k", type=int, default=10, help="results per query (default 10)"
+    )
+    parser.add_argument(
+        "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per result")
+    parser.add_argument(
+        "--queries-file",
+        type=Path,
+        help='JSONL of {"id", "question"}: run all on one loaded index, one JSON line per query',
+    )
+    add_index_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def hit_to_json(hit: SearchHit) -> dict[str, object]:
+    chunk = hit.chunk
+    return {
+        "path": chunk.path,
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "symbol": chunk.symbol,
+        "kind": str(chunk.kind),
+        "score": round(hit.score, 6),
+        "text": chunk.text,
+    }
+
+
+def read_queries(path: Path) -> list[tuple[str, str]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadQueriesFile(f"cannot read queries file {path}: {error}") from None
+    queries = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            queries.append((str(record["id"]), str(record["question"])))
+        except (ValueError, KeyError, TypeError):
+            raise BadQueriesFile(
+                f'{path}:{number}: expected a JSON object with "id" and "question"'
+            ) from None
+    return queries
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeqa.retrieval.index import open_index
+
+    if args.limit < 1:
+        raise BadQueriesFile("--limit must be at least 1")
+    if not args.query and not args.queries_file:
+        raise BadQueriesFile("give a QUERY or --queries-file")
+    settings = settings_from_args(args, args.repo)
+    mode = SearchMode(args.mode)
+    with open_index(args.repo, settings.index) as index:
+        missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
+        if missing:
+            print(
+                f"codeqa: note: {missing} of {index.chunk_count} chunks have no vector yet "
+                "(keyword search covers them); run `codeqa index` to finish embedding",
+                file=sys.stderr,
+            )
+        if args.queries_file:
+            for query_id, question in read_queries(args.queries_file):
+                hits = index.search(question, mode, args.limit)
+                print(json.dumps({"id": query_id, "results": [hit_to_json(h) for h in hits]}))
+            return 0
+        hits = index.search(args.query, mode, args.limit)
+    if args.json:
+        for hit in hits:
+            print(json.dumps(hit_to_json(hit)))
+        return 0
+    if not hits:
+        print("no results")
+        return 0
+    for hit in hits:
+        print(_format_hit(hit))
+    return 0
+
+
+def _format_hit(hit: SearchHit) -> str:
+    chunk = hit.chunk
+    head = f"{chunk.location}  {chunk.symbol or '-'}  {hit.score:.4f}"
+    snippet = [line.strip() for line in chunk.text.splitlines() if line.strip()][:SNIPPET_LINES]
+    return "\n".join([head, *(f"    {line[:120]}" for line in snippet), ""])
