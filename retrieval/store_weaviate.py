@@ -1,0 +1,740 @@
+"""The Weaviate store: one collection per index, on embedded Weaviate or a Weaviate server/cluster.
+
+A thin adapter over weaviate-client v4; the chunk <-> row mapping, the keyword text and
+the vector checks are the shared ones of `store.py` (tested on LanceDB). What it relies on:
+- vectors are codeqa's own (`Configure.Vectors.self_provided`, one named vector);
+- BM25 runs only on the `keywords` property, pre-tokenised by keywords.py and indexed with
+  `Tokenization.WHITESPACE`, so `a.b`, `a/b.py` and `__init__` survive as tokens;
+- hybrid = Weaviate's native `rankedFusion` with alpha 0.5: both legs weigh the same, as
+  in LanceDB's RRF. The order matches RRF; the score is Weaviate's, 0.5 / (60 + i) summed
+  over the legs with i the 0-based rank (weaviate `FusionRanked`), not `store.RRF_K`'s;
+- an object stored without a vector is not in the vector index: near_vector never returns
+  it and hybrid finds it through its BM25 leg only. A boolean property `has_vector` says
+  which objects still wait for one (Weaviate cannot filter on "has no vector");
+- object UUIDs are UUIDv5 of the chunk id, and a batch write of an existing UUID replaces
+  the object, so upserts and `set_vectors` are idempotent.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import socket
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import numpy as np
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
+from codeqa.retrieval.keywords import keyword_query
+from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
+from codeqa.retrieval.store import (
+    CHUNK_COLUMNS,
+    check_vectors,
+    chunk_from_row,
+    chunk_to_row,
+    symbol_match_rank,
+    unique_by_id,
+)
+
+if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first open
+    from weaviate import WeaviateClient
+    from weaviate.collections import Collection
+
+# Environment variables read at the edge (`resolve_target`): secrets never go in settings files.
+API_KEY_ENV = "WEAVIATE_API_KEY"
+COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a fixed name, for a team sharing one index
+BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
+
+STORE_FOLDER = "store"  # the index's store folder; `codeqa index --rebuild` wipes it
+EMBEDDED_DATA_FOLDER = "weaviate"
+MARKER_NAME = "weaviate.json"
+LOCK_NAME = "weaviate.lock"
+
+VECTOR_NAME = "code"
+KEYWORD_PROPERTY = "keywords"
+# Marks collections codeqa created, so a shared server's other collections are never touched.
+DESCRIPTION_PREFIX = "codeqa chunk index"
+# Bump when the collection's properties change incompatibly.
+SCHEMA_VERSION = 1
+_VALID_COLLECTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class WeaviateTuning:
+    """Every constant that tunes the Weaviate store, with its reason."""
+
+    # Each leg of a hybrid query is cut at the query's limit by Weaviate, so we ask for
+    # this many (or `limit` if larger) and cut after fusion: a chunk ranked 15th by BM25
+    # and 2nd by vectors still gets both contributions (as LanceStore's hybrid_depth).
+    hybrid_depth: int = 50
+    # 0.5 weighs BM25 and vector ranks equally; with rankedFusion that is plain RRF.
+    hybrid_alpha: float = 0.5
+    # Objects per batch request: big enough to amortise a round trip, small enough to
+    # stay far below gRPC's message limit with 1,000-line chunks and 1,024-d vectors.
+    batch_size: int = 200
+    concurrent_requests: int = 2
+    # Paths per delete filter, and ids per fetch-by-id filter.
+    delete_batch: int = 500
+    fetch_batch: int = 500
+    # Weaviate caps every filtered fetch at QUERY_MAXIMUM_RESULTS (default 10,000); one
+    # file never has that many chunks (discovery caps files at 1 MB).
+    fetch_limit: int = 10_000
+    # Objects per page when walking the whole collection with the cursor API.
+    iterator_page: int = 1_000
+    # Seconds: connecting to a server that does not answer must fail fast, not hang.
+    init_timeout: float = 5.0
+    query_timeout: float = 60.0
+    insert_timeout: float = 120.0
+    # Seconds to wait for the binary's download host before saying we are offline.
+    download_probe_timeout: float = 3.0
+
+
+DEFAULT_GRPC_PORT = 50051
+DEFAULT_HTTP_PORTS = {"http": 8080, "https": 443}  # Weaviate's own port for http
+BINARY_DOWNLOAD_HOST = ("github.com", 443)  # where weaviate-client fetches the binary
+
+
+# ---- where to connect ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerAddress:
+    """A Weaviate server or cluster: its HTTP and gRPC endpoints."""
+
+    http_host: str
+    http_port: int
+    http_secure: bool
+    grpc_host: str
+    grpc_port: int
+    grpc_secure: bool
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.http_secure else "http"
+        return f"{scheme}://{self.http_host}:{self.http_port}"
+
+
+@dataclass(frozen=True, slots=True)
+class WeaviateTarget:
+    """Where an index lives: a server (address) or embedded under `data_dir`, and its collection."""
+
+    collection: str
+    server: ServerAddress | None
+    api_key: str | None
+    data_dir: Path  # the index's store folder (embedded data and the local marker)
+    binary_dir: Path
+
+    @property
+    def where(self) -> str:
+        return self.server.url if self.server else f"embedded Weaviate in {self.data_dir}"
+
+
+def parse_server_url(url: str, grpc_port: int | None) -> ServerAddress:
+    """`http(s)://host[:port]` -> the endpoints; gRPC on the same host, secured like HTTP."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in DEFAULT_HTTP_PORTS or not parts.hostname:
+        raise ConfigError(
+            f"--weaviate-url {url!r} is not a Weaviate URL; write it as http://host:8080 "
+            "or https://host"
+        )
+    try:
+        port = parts.port or DEFAULT_HTTP_PORTS[parts.scheme]
+    except ValueError:
+        raise ConfigError(f"--weaviate-url {url!r} has an invalid port") from None
+    if parts.path not in ("", "/"):
+        raise ConfigError(f"--weaviate-url {url!r} must not have a path; give only host and port")
+    secure = parts.scheme == "https"
+    return ServerAddress(
+        http_host=parts.hostname,
+        http_port=port,
+        http_secure=secure,
+        grpc_host=parts.hostname,
+        grpc_port=grpc_port or DEFAULT_GRPC_PORT,
+        grpc_secure=secure,
+    )
+
+
+def collection_name_for(directory: Path) -> str:
+    """A valid, stable Weaviate collection name for one index folder, unique per folder."""
+    resolved = Path(directory).expanduser().resolve()
+    readable = re.sub(r"[^A-Za-z0-9]+", "_", resolved.name).strip("_")[:40] or "index"
+    digest = hashlib.sha1(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return f"Codeqa_{readable}_{digest}"
+
+
+def default_binary_dir(environ: Mapping[str, str]) -> Path:
+    """Where weaviate-client keeps the embedded binary (its own default), unless overridden."""
+    if environ.get(BINARY_DIR_ENV):
+        return Path(environ[BINARY_DIR_ENV]).expanduser()
+    if environ.get("XDG_CACHE_HOME"):  # weaviate-client uses the variable's value as is
+        return Path(environ["XDG_CACHE_HOME"])
+    return Path.home() / ".cache" / "weaviate-embedded"
+
+
+def embedded_binary_file(binary_dir: Path, version: str | None = None) -> Path:
+    """The file weaviate-client starts for `version` (the same name it downloads to)."""
+    if version is None:
+        from weaviate.embedded import WEAVIATE_VERSION
+
+        version = WEAVIATE_VERSION
+    tag = "v" + version
+    return binary_dir / f"weaviate-{tag}-{hashlib.sha256(tag.encode('utf-8')).hexdigest()}"
+
+
+def resolve_target(
+    settings: IndexSettings, directory: Path, environ: Mapping[str, str]
+) -> WeaviateTarget:
+    """Settings + environment -> where this index's collection lives."""
+    collection = environ.get(COLLECTION_ENV) or collection_name_for(directory)
+    if not _VALID_COLLECTION.match(collection):
+        raise ConfigError(
+            f"{COLLECTION_ENV}={collection!r} is not a valid Weaviate collection name: start "
+            "with a capital letter, then letters, digits or underscores"
+        )
+    server = None
+    if settings.weaviate_url:
+        server = parse_server_url(settings.weaviate_url, settings.weaviate_grpc_port)
+    return WeaviateTarget(
+        collection=collection,
+        server=server,
+        api_key=environ.get(API_KEY_ENV) or None,
+        data_dir=Path(directory) / STORE_FOLDER,
+        binary_dir=default_binary_dir(environ),
+    )
+
+
+def open_weaviate_store(settings: IndexSettings, directory: Path, dim: int) -> WeaviateStore:
+    """Open (or create) the index's collection: on `settings.weaviate_url`, else embedded."""
+    return WeaviateStore(resolve_target(settings, directory, os.environ), dim)
+
+
+def drop_weaviate_index(settings: IndexSettings, directory: Path) -> None:
+    """Delete the index's collection on its server (`codeqa index --rebuild`).
+
+    Embedded data lives in the index's store folder, which the rebuild deletes anyway.
+    """
+    target = resolve_target(settings, directory, os.environ)
+    if target.server is None:
+        return
+    client = _connect(target, WeaviateTuning())
+    try:
+        with _translating_errors(target, "deleting the collection"):
+            if client.collections.exists(target.collection):
+                _check_owned(client.collections.use(target.collection), target)
+                client.collections.delete(target.collection)
+    finally:
+        client.close()
+    (target.data_dir / MARKER_NAME).unlink(missing_ok=True)
+
+
+# ---- the store ----------------------------------------------------------------------------
+
+
+class WeaviateStore:
+    """A `Store` kept in one Weaviate collection."""
+
+    def __init__(
+        self, target: WeaviateTarget, dim: int, tuning: WeaviateTuning | None = None
+    ) -> None:
+        self.target = target
+        self.dim = dim
+        self.tuning = tuning or WeaviateTuning()
+        # The client's batch context keeps per-collection state: one writer at a time.
+        self._write_lock = threading.Lock()
+        self._lock_file: IO[str] | None = None
+        self._client: WeaviateClient | None = None
+        if target.server is None:
+            _check_marker(target, dim)  # before starting a server: a mismatch fails fast
+            self._lock_file = _lock_embedded(target)
+        try:
+            self._client = _connect(target, tuning=self.tuning)
+            self._collection = self._open_collection()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+        if not chunks:
+            return
+        unique, positions = unique_by_id(chunks)
+        checked = None
+        if vectors is not None:
+            checked = check_vectors(vectors, len(chunks), self.dim)[positions]
+        rows = [
+            _properties(chunk_to_row(chunk), has_vector=checked is not None) for chunk in unique
+        ]
+        self._write(rows, checked)
+
+    def set_vectors(self, chunk_ids: Sequence[str], vectors: np.ndarray) -> None:
+        if len(chunk_ids) == 0:
+            return
+        checked = check_vectors(vectors, len(chunk_ids), self.dim)
+        wanted = {chunk_id: vector for chunk_id, vector in zip(chunk_ids, checked, strict=True)}
+        # A batch write replaces whole objects, so the stored properties travel again with
+        # the vector; ids no longer stored are simply not found, hence ignored.
+        stored = self._fetch_by_chunk_ids(list(wanted))
+        rows = [_properties(row, has_vector=True) for row in stored]
+        if rows:
+            self._write(rows, np.stack([wanted[row["chunk_id"]] for row in rows]))
+
+    def delete_paths(self, paths: Iterable[str]) -> None:
+        from weaviate.classes.query import Filter
+
+        unique_paths = sorted(set(paths))
+        step = self.tuning.delete_batch
+        with self._write_lock, self._errors("deleting chunks"):
+            for start in range(0, len(unique_paths), step):
+                where = Filter.by_property("path").contains_any(unique_paths[start : start + step])
+                # One delete_many removes at most QUERY_MAXIMUM_RESULTS objects: repeat.
+                while True:
+                    result = self._collection.data.delete_many(where=where)
+                    if result.failed:
+                        raise StoreUnavailable(
+                            f"Weaviate at {self.target.where} failed to delete "
+                            f"{result.failed} chunks"
+                        )
+                    if result.matches == 0 or result.successful == 0:
+                        break
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()  # also stops an embedded server
+        lock, self._lock_file = self._lock_file, None
+        if lock is not None:
+            lock.close()
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def search(
+        self, query: str, query_vector: np.ndarray | None, mode: SearchMode, limit: int
+    ) -> list[SearchHit]:
+        if limit <= 0:
+            return []
+        keywords = keyword_query(query)
+        vector = None if query_vector is None else self._query_vector(query_vector)
+        if mode is SearchMode.HYBRID:
+            if vector is None:
+                mode = SearchMode.BM25
+            elif not keywords:
+                mode = SearchMode.VECTOR
+        with self._errors("searching"):
+            if mode is SearchMode.BM25:
+                return self._bm25(keywords, limit) if keywords else []
+            if mode is SearchMode.VECTOR:
+                return self._vector(vector, limit) if vector is not None else []
+            return self._hybrid(keywords, vector, limit)
+
+    def chunks_for_path(self, path: str) -> list[Chunk]:
+        from weaviate.classes.query import Filter
+
+        rows = self._fetch(Filter.by_property("path").equal(path))
+        return sorted((_chunk(row) for row in rows), key=lambda c: (c.start_line, c.end_line))
+
+    def find_symbol(self, name: str, limit: int) -> list[Chunk]:
+        from weaviate.classes.query import Filter
+
+        if not name or limit <= 0:
+            return []
+        # `*` and `?` in a name would act as wildcards and over-match; symbol_match_rank
+        # keeps only true matches.
+        rows = self._fetch(Filter.by_property("symbol").like("*" + name))
+        ranked = []
+        for row in rows:
+            rank = symbol_match_rank(row.get("symbol"), name)
+            if rank is not None:
+                chunk = _chunk(row)
+                ranked.append(((rank, chunk.path, chunk.start_line), chunk))
+        ranked.sort(key=lambda pair: pair[0])
+        return [chunk for _, chunk in ranked[:limit]]
+
+    def ids_missing_vectors(self) -> list[str]:
+        rows = self._walk(["chunk_id", "has_vector"])
+        return [row["chunk_id"] for row in rows if not row.get("has_vector")]
+
+    def chunks_missing_vectors(self) -> list[Chunk]:
+        """Stored chunks that have no vector yet (what `fill_vectors` embeds)."""
+        return [_chunk(row) for row in self._fetch_by_chunk_ids(self.ids_missing_vectors())]
+
+    def optimize(self) -> None:
+        """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
+
+    def count(self) -> int:
+        with self._errors("counting chunks"):
+            total = self._collection.aggregate.over_all(total_count=True).total_count
+        return int(total or 0)
+
+    # ---- search legs --------------------------------------------------------------------
+
+    def _bm25(self, keywords: str, limit: int) -> list[SearchHit]:
+        from weaviate.classes.query import MetadataQuery
+
+        response = self._collection.query.bm25(
+            query=keywords,
+            query_properties=[KEYWORD_PROPERTY],
+            limit=limit,
+            return_metadata=MetadataQuery(score=True),
+            return_properties=list(CHUNK_COLUMNS),
+        )
+        return [_hit(o.properties, o.metadata.score) for o in response.objects]
+
+    def _vector(self, vector: list[float], limit: int) -> list[SearchHit]:
+        from weaviate.classes.query import MetadataQuery
+
+        response = self._collection.query.near_vector(
+            near_vector=vector,
+            target_vector=VECTOR_NAME,
+            limit=limit,
+            return_metadata=MetadataQuery(distance=True),
+            return_properties=list(CHUNK_COLUMNS),
+        )
+        # Cosine distance -> similarity, higher is better like the other modes.
+        return [_hit(o.properties, 1.0 - (o.metadata.distance or 0.0)) for o in response.objects]
+
+    def _hybrid(self, keywords: str, vector: list[float], limit: int) -> list[SearchHit]:
+        from weaviate.classes.query import HybridFusion, MetadataQuery
+
+        response = self._collection.query.hybrid(
+            query=keywords,
+            vector=vector,
+            target_vector=VECTOR_NAME,
+            query_properties=[KEYWORD_PROPERTY],
+            alpha=self.tuning.hybrid_alpha,
+            fusion_type=HybridFusion.RANKED,
+            limit=max(limit, self.tuning.hybrid_depth),
+            return_metadata=MetadataQuery(score=True),
+            return_properties=list(CHUNK_COLUMNS),
+        )
+        return [_hit(o.properties, o.metadata.score) for o in response.objects[:limit]]
+
+    # ---- internals ----------------------------------------------------------------------
+
+    def _write(self, rows: list[dict[str, Any]], vectors: np.ndarray | None) -> None:
+        from weaviate.util import generate_uuid5
+
+        with self._write_lock, self._errors("writing chunks"):
+            batching = self._collection.batch.fixed_size(
+                batch_size=self.tuning.batch_size,
+                concurrent_requests=self.tuning.concurrent_requests,
+            )
+            with batching as batch:
+                for position, row in enumerate(rows):
+                    batch.add_object(
+                        properties=row,
+                        uuid=generate_uuid5(row["chunk_id"]),
+                        vector=None if vectors is None else _named(vectors[position]),
+                    )
+            failed = self._collection.batch.failed_objects
+        if failed:
+            raise StoreUnavailable(
+                f"Weaviate at {self.target.where} refused {len(failed)} of {len(rows)} chunks; "
+                f"first error: {_one_line(failed[0].message)}"
+            )
+
+    def _fetch(self, where: Any) -> list[dict[str, Any]]:
+        with self._errors("reading chunks"):
+            response = self._collection.query.fetch_objects(
+                filters=where, limit=self.tuning.fetch_limit, return_properties=list(CHUNK_COLUMNS)
+            )
+        return [dict(o.properties) for o in response.objects]
+
+    def _fetch_by_chunk_ids(self, chunk_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Full stored properties of these chunks (unknown ids skipped), in the given order."""
+        from weaviate.classes.query import Filter
+        from weaviate.util import generate_uuid5
+
+        found: dict[str, dict[str, Any]] = {}
+        step = self.tuning.fetch_batch
+        with self._errors("reading chunks"):
+            for start in range(0, len(chunk_ids), step):
+                uuids = [generate_uuid5(chunk_id) for chunk_id in chunk_ids[start : start + step]]
+                response = self._collection.query.fetch_objects(
+                    filters=Filter.by_id().contains_any(uuids), limit=len(uuids)
+                )
+                for o in response.objects:
+                    found[o.properties["chunk_id"]] = dict(o.properties)
+        return [found[chunk_id] for chunk_id in chunk_ids if chunk_id in found]
+
+    def _walk(self, properties: list[str]) -> list[dict[str, Any]]:
+        """Every object, through the cursor API (filtered fetches stop at 10,000 objects)."""
+        with self._errors("reading chunks"):
+            objects = self._collection.iterator(
+                return_properties=properties, cache_size=self.tuning.iterator_page
+            )
+            return [dict(o.properties) for o in objects]
+
+    def _open_collection(self) -> Collection:
+        from weaviate.classes.config import (
+            Configure,
+            DataType,
+            Property,
+            Tokenization,
+            VectorDistances,
+        )
+        from weaviate.exceptions import UnexpectedStatusCodeError
+
+        client = self._client
+        assert client is not None
+        name = self.target.collection
+        with self._errors("opening the collection"):
+            if not client.collections.exists(name):
+
+                def text(
+                    prop: str, tokenization: Tokenization | None = None, **index: bool
+                ) -> Property:
+                    return Property(
+                        name=prop,
+                        data_type=DataType.TEXT,
+                        tokenization=tokenization,
+                        index_filterable=index.get("filterable", False),
+                        index_searchable=index.get("searchable", False),
+                    )
+
+                properties = [
+                    text("chunk_id", Tokenization.FIELD, filterable=True),
+                    text("path", Tokenization.FIELD, filterable=True),
+                    Property(name="start_line", data_type=DataType.INT, index_filterable=False),
+                    Property(name="end_line", data_type=DataType.INT, index_filterable=False),
+                    text("language"),
+                    text("kind"),
+                    text("symbol", Tokenization.FIELD, filterable=True),
+                    text("signature"),
+                    text("text"),
+                    text("header"),
+                    # Pre-tokenised, lower-cased code tokens: split on whitespace only.
+                    text(KEYWORD_PROPERTY, Tokenization.WHITESPACE, searchable=True),
+                    text("content_hash"),
+                    Property(name="has_vector", data_type=DataType.BOOL, index_filterable=True),
+                ]
+                try:
+                    client.collections.create(
+                        name,
+                        description=_description(self.dim),
+                        properties=properties,
+                        vector_config=Configure.Vectors.self_provided(
+                            name=VECTOR_NAME,
+                            vector_index_config=Configure.VectorIndex.hnsw(
+                                distance_metric=VectorDistances.COSINE
+                            ),
+                        ),
+                    )
+                except UnexpectedStatusCodeError:
+                    if not client.collections.exists(name):  # else: another process made it
+                        raise
+            collection = client.collections.use(name)
+            _check_owned(collection, self.target, self.dim)
+        _write_marker(self.target, self.dim)
+        return collection
+
+    def _query_vector(self, vector: np.ndarray) -> list[float]:
+        array = np.asarray(vector, dtype=np.float32).ravel()
+        if array.shape != (self.dim,):
+            raise ValueError(f"expected a query vector of {self.dim} values, got {array.shape}")
+        return array.tolist()
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        if self._client is None:
+            raise StoreUnavailable(f"the Weaviate store at {self.target.where} is closed")
+        with _translating_errors(self.target, action):
+            yield
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def _properties(row: Mapping[str, Any], *, has_vector: bool) -> dict[str, Any]:
+    """A row as Weaviate properties: absent instead of null, plus the vector flag."""
+    props = {key: value for key, value in row.items() if value is not None}
+    props["has_vector"] = has_vector
+    return props
+
+
+def _named(vector: np.ndarray) -> dict[str, list[float]]:
+    return {VECTOR_NAME: vector.tolist()}
+
+
+def _chunk(properties: Mapping[str, Any]) -> Chunk:
+    # Weaviate omits properties that were never set (a chunk without symbol or language).
+    return chunk_from_row({column: properties.get(column) for column in CHUNK_COLUMNS})
+
+
+def _hit(properties: Mapping[str, Any], score: float | None) -> SearchHit:
+    return SearchHit(_chunk(properties), float(score or 0.0))
+
+
+def _description(dim: int) -> str:
+    return f"{DESCRIPTION_PREFIX}; schema {SCHEMA_VERSION}; vector dim {dim}"
+
+
+def _check_owned(collection: Collection, target: WeaviateTarget, dim: int | None = None) -> None:
+    """Refuse collections codeqa did not create, and ones holding vectors of another size."""
+    description = collection.config.get(simple=True).description or ""
+    if not description.startswith(DESCRIPTION_PREFIX):
+        raise StoreUnavailable(
+            f"collection {target.collection} on {target.where} was not created by codeqa; "
+            f"choose another name with {COLLECTION_ENV}"
+        )
+    if dim is not None and description != _description(dim):
+        raise IndexMismatch(
+            f"collection {target.collection} on {target.where} holds an index of another "
+            f"layout ({description}); codeqa needs {_description(dim)}; rebuild it with "
+            "`codeqa index --rebuild`"
+        )
+
+
+def _check_marker(target: WeaviateTarget, dim: int) -> None:
+    try:
+        marker = json.loads((target.data_dir / MARKER_NAME).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return
+    if marker.get("description") not in (None, _description(dim)):
+        raise IndexMismatch(
+            f"the Weaviate index in {target.data_dir} holds {marker['description']}; codeqa "
+            f"needs {_description(dim)}; rebuild it with `codeqa index --rebuild`"
+        )
+
+
+def _write_marker(target: WeaviateTarget, dim: int) -> None:
+    """Remember the layout locally, so an embedded mismatch is found before starting a server."""
+    target.data_dir.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "collection": target.collection,
+        "where": target.where,
+        "description": _description(dim),
+    }
+    (target.data_dir / MARKER_NAME).write_text(json.dumps(payload), encoding="utf-8")
+
+
+def _lock_embedded(target: WeaviateTarget) -> IO[str]:
+    """One embedded server per data folder: a second process would corrupt it."""
+    target.data_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(target.data_dir / LOCK_NAME, "a+")  # noqa: SIM115 - held until close()
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreUnavailable(
+            f"the embedded Weaviate in {target.data_dir} is in use by another codeqa process; "
+            "close it, or run a Weaviate server and use --weaviate-url so several can share it"
+        ) from None
+    return handle
+
+
+def _connect(target: WeaviateTarget, tuning: WeaviateTuning) -> WeaviateClient:
+    import weaviate
+    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+
+    config = AdditionalConfig(
+        timeout=Timeout(
+            init=tuning.init_timeout, query=tuning.query_timeout, insert=tuning.insert_timeout
+        )
+    )
+    if target.server is None:
+        return _start_embedded(target, tuning, config)
+    server = target.server
+    auth = Auth.api_key(target.api_key) if target.api_key else None
+    with _translating_errors(target, "connecting"):
+        return weaviate.connect_to_custom(
+            http_host=server.http_host,
+            http_port=server.http_port,
+            http_secure=server.http_secure,
+            grpc_host=server.grpc_host,
+            grpc_port=server.grpc_port,
+            grpc_secure=server.grpc_secure,
+            auth_credentials=auth,
+            additional_config=config,
+        )
+
+
+def _start_embedded(target: WeaviateTarget, tuning: WeaviateTuning, config: Any) -> WeaviateClient:
+    import weaviate
+    from weaviate.exceptions import WeaviateBaseError
+
+    binary = embedded_binary_file(target.binary_dir)
+    if not binary.exists() and not _download_host_reachable(tuning.download_probe_timeout):
+        raise StoreUnavailable(_offline_message(binary))
+    http_port, grpc_port = _free_port(), _free_port()
+    try:
+        return weaviate.connect_to_embedded(
+            hostname="127.0.0.1",
+            port=http_port,
+            grpc_port=grpc_port,
+            persistence_data_path=str(target.data_dir / EMBEDDED_DATA_FOLDER),
+            binary_path=str(target.binary_dir),
+            additional_config=config,
+            # The server writes its log to our terminal: errors only. No usage pings.
+            environment_variables={"LOG_LEVEL": "error", "DISABLE_TELEMETRY": "true"},
+        )
+    except OSError as error:  # the download (urllib) or the binary itself
+        if not binary.exists():
+            raise StoreUnavailable(_offline_message(binary)) from error
+        raise StoreUnavailable(
+            f"embedded Weaviate did not start: {_one_line(str(error))}"
+        ) from error
+    except WeaviateBaseError as error:
+        raise StoreUnavailable(
+            f"embedded Weaviate did not start: {_one_line(str(error))}; or point codeqa at a "
+            "server with --store weaviate --weaviate-url http://host:8080"
+        ) from error
+
+
+def _offline_message(binary: Path) -> str:
+    return (
+        f"embedded Weaviate needs its server binary ({binary.name}), which is downloaded from "
+        f"GitHub on first use and the download host is unreachable (offline?); copy the binary "
+        f"to {binary}, or point codeqa at a Weaviate server: "
+        "--store weaviate --weaviate-url http://host:8080"
+    )
+
+
+def _download_host_reachable(timeout: float) -> bool:
+    """Whether weaviate-client's binary download can work; a proxy is trusted to reach it."""
+    if any(
+        os.environ.get(name) for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+    ):
+        return True
+    try:
+        with socket.create_connection(BINARY_DOWNLOAD_HOST, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _translating_errors(target: WeaviateTarget, action: str) -> Iterator[None]:
+    """weaviate-client errors -> one-line StoreUnavailable naming the server and the action."""
+    from weaviate.exceptions import WeaviateBaseError
+
+    try:
+        yield
+    except WeaviateBaseError as error:
+        hint = ""
+        if target.server is not None and action == "connecting":
+            key = "set" if target.api_key else "not set"
+            hint = f" (gRPC port {target.server.grpc_port}; {API_KEY_ENV} {key})"
+        raise StoreUnavailable(
+            f"Weaviate at {target.where}: {action} failed: {_one_line(str(error))}{hint}"
+        ) from error
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

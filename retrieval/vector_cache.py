@@ -1,0 +1,104 @@
+"""Vectors remembered by chunk content hash, so unchanged chunks are never embedded twice."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+from codeqa.retrieval.errors import StoreUnavailable
+
+# SQLite caps the number of "?" in one statement (999 on old builds).
+_HASHES_PER_QUERY = 900
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    embedder TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (embedder, content_hash)
+) WITHOUT ROWID
+"""
+
+
+class VectorCache:
+    """A sqlite file of float32 vectors keyed by (embedder name, content hash).
+
+    Each `put_many` is one transaction: a process killed mid-write leaves the
+    cache as it was before that call, never a half-written vector.
+    """
+
+    def __init__(self, path: Path, embedder_name: str) -> None:
+        self.path = path
+        self.embedder_name = embedder_name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as error:
+            raise StoreUnavailable(f"cannot open the vector cache {path}: {error}") from None
+
+    def get_many(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        """The cached vectors among `hashes`; missing ones are simply absent."""
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(wanted), _HASHES_PER_QUERY):
+            part = wanted[start : start + _HASHES_PER_QUERY]
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                "SELECT content_hash, vector FROM vectors"
+                f" WHERE embedder = ? AND content_hash IN ({marks})",
+                [self.embedder_name, *part],
+            )
+            for content_hash, blob in rows:
+                found[content_hash] = np.frombuffer(blob, dtype=np.float32).copy()
+        return found
+
+    def put_many(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Remember `vectors` (content hash → vector) for this embedder, all or nothing."""
+        rows = [
+            (self.embedder_name, content_hash, np.asarray(vector, dtype=np.float32).tobytes())
+            for content_hash, vector in vectors.items()
+        ]
+        if not rows:
+            return
+        with self._transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO vectors (embedder, content_hash, vector) VALUES (?, ?, ?)",
+                rows,
+            )
+
+    def count(self) -> int:
+        """How many vectors this embedder has cached."""
+        (total,) = self._db.execute(
+            "SELECT COUNT(*) FROM vectors WHERE embedder = ?", [self.embedder_name]
+        ).fetchone()
+        return int(total)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> VectorCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    """BEGIN … COMMIT, or ROLLBACK when the block raises (including KeyboardInterrupt)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self._db.execute("COMMIT" if kind is None else "ROLLBACK")

@@ -1,0 +1,114 @@
+"""`codeqa index` and `codeqa search` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+from codeqa.tui.cli import main
+
+
+def test_index_then_search_prints_cited_locations(small_repo, index_dir, capsys):
+    assert main(["index", str(small_repo), "--index-dir", str(index_dir)]) == 0
+    summary = capsys.readouterr().out
+    assert "files: 4 seen" in summary
+    assert (
+        main(
+            [
+                "search",
+                "scanner for JSON tokens",
+                "--repo",
+                str(small_repo),
+                "--index-dir",
+                str(index_dir),
+                "--limit",
+                "3",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    path, _, rest = first.partition(":")
+    assert path.startswith("json/")
+    start, end = rest.split()[0].split("-")
+    assert 1 <= int(start) <= int(end)
+
+
+def test_search_json_and_queries_file(small_repo, index_dir, tmp_path, capsys):
+    main(["index", str(small_repo), "--index-dir", str(index_dir)])
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "search",
+                "JSONDecodeError",
+                "--repo",
+                str(small_repo),
+                "--index-dir",
+                str(index_dir),
+                "--json",
+                "--mode",
+                "bm25",
+                "--limit",
+                "2",
+            ]
+        )
+        == 0
+    )
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 2
+    assert set(rows[0]) >= {"path", "start_line", "end_line", "symbol", "score", "text"}
+    source = (small_repo / rows[0]["path"]).read_text().splitlines()
+    assert "\n".join(source[rows[0]["start_line"] - 1 : rows[0]["end_line"]]) == rows[0]["text"]
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        '{"id": "a", "question": "encode floats"}\n{"id": "b", "question": "scanstring"}\n'
+    )
+    assert (
+        main(
+            [
+                "search",
+                "--queries-file",
+                str(queries),
+                "--repo",
+                str(small_repo),
+                "--index-dir",
+                str(index_dir),
+            ]
+        )
+        == 0
+    )
+    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [a["id"] for a in answers] == ["a", "b"]
+    assert all(a["results"] for a in answers)
+
+
+def test_user_errors_are_one_line_and_non_zero(small_repo, index_dir, tmp_path, capsys):
+    assert main(["search", "x", "--repo", str(small_repo), "--index-dir", str(index_dir)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "codeqa index" in err
+    assert main(["index", str(tmp_path / "missing"), "--index-dir", str(index_dir)]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["index", str(empty), "--index-dir", str(tmp_path / "i2")]) == 1
+    assert "no files to index" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    main(["index", str(small_repo), "--index-dir", str(index_dir)])
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "search",
+                "--queries-file",
+                str(bad),
+                "--repo",
+                str(small_repo),
+                "--index-dir",
+                str(index_dir),
+            ]
+        )
+        == 1
+    )
+    assert "bad.jsonl:1" in capsys.readouterr().err

@@ -1,0 +1,559 @@
+"""Repository discovery: what gets indexed, what is skipped and why, on real folder trees."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.discover import DiscoverOptions, discover
+from codeqa.retrieval.errors import RepoNotFound
+from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
+
+# git must not read the developer's own config or global excludes during these tests.
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def git_init(root: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=GIT_ENV)
+
+
+def git_untracked_not_ignored(root: Path) -> set[str]:
+    listing = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        env=GIT_ENV,
+    ).stdout.decode()
+    return {path for path in listing.split("\0") if path}
+
+
+def indexed(root: Path, options: DiscoverOptions | None = None) -> dict[str, SourceFile]:
+    return {r.path: r for r in discover(root, options) if isinstance(r, SourceFile)}
+
+
+def skipped(root: Path, options: DiscoverOptions | None = None) -> dict[str, SkipReason]:
+    return {r.path: r.reason for r in discover(root, options) if isinstance(r, SkippedFile)}
+
+
+# --- .gitignore semantics ---------------------------------------------------------------
+
+
+def test_ignore_decisions_agree_with_git_on_a_tree_using_every_rule_kind(tmp_path: Path) -> None:
+    git_init(tmp_path)
+    make_tree(
+        tmp_path,
+        {
+            ".gitignore": "*.log\n!keep.log\n/top_only.txt\nout/\n**/gen/**\n"
+            "docs/**/draft.md\nlogs/*\n!logs/kept.txt\n",
+            "keep.log": "kept by negation\n",
+            "debug.log": "ignored\n",
+            "top_only.txt": "anchored: ignored here\n",
+            "src/top_only.txt": "anchored pattern does not reach here\n",
+            "src/out/x.py": "x = 1\n",
+            "out": "a file named out is not a folder\n",
+            "a/b/gen/made.py": "ignored under gen\n",
+            "a/b/gen_not.py": "kept\n",
+            "docs/guide/v1/draft.md": "ignored\n",
+            "docs/draft.md": "**/ matches zero folders too: ignored\n",
+            "logs/x.txt": "ignored\n",
+            "logs/kept.txt": "re-included: its folder itself is not excluded\n",
+            "pkg/.gitignore": "*.py\n!main.py\n/local.cfg\n",
+            "pkg/main.py": "kept by nested negation\n",
+            "pkg/other.py": "ignored by nested rule\n",
+            "pkg/local.cfg": "anchored to pkg/: ignored\n",
+            "pkg/deep/local.cfg": "kept\n",
+            "pkg/deep/util.py": "nested rule applies to subfolders: ignored\n",
+            "main.py": "nested rule does not apply above its folder\n",
+            "tmp/info.txt": "ignored via .git/info/exclude\n",
+            "lib/.gitignore": "gen/**\n!gen/keep.txt\n!build\n",
+            "lib/gen/keep.txt": "gen/** excludes the contents, not gen/ itself: re-included\n",
+            "lib/gen/drop.txt": "ignored\n",
+            "lib/build/x.log": "the folder negation does not re-include *.log files\n",
+            "lib/build/y.txt": "kept\n",
+        },
+    )
+    (tmp_path / ".git" / "info").mkdir(exist_ok=True)
+    (tmp_path / ".git" / "info" / "exclude").write_text("tmp/\n")
+
+    assert set(indexed(tmp_path)) == git_untracked_not_ignored(tmp_path)
+    expected = {"keep.log", "logs/kept.txt", "pkg/main.py", "src/top_only.txt", "lib/gen/keep.txt"}
+    assert expected <= set(indexed(tmp_path))
+
+
+RANDOM_NAMES = ["a", "b", "c", "foo", "gen", "x.py", "y.log", "z.tmp", "keep.log", "d.py"]
+RANDOM_PATTERNS = [
+    "*.log", "!keep.log", "/a", "a/", "foo/**", "!foo/x.py", "**/gen", "**/gen/**", "b/*",
+    "!b/d.py", "*.py", "!x.py", "/c/", "c", "gen/", "a/**/x.py", "*", "!*/", "!*.py", "foo",
+    "!foo/", "**/b/", "b/**/", "z.*", "/foo/gen/", "**", "a/b", "!a/b/", "/*", "*/c", "?.py",
+    "[ab]", "foo/*/",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_trees_and_ignore_files_agree_with_git(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    git_init(tmp_path)
+    for _ in range(25):
+        folders = [rng.choice(RANDOM_NAMES[:6]) for _ in range(rng.randint(0, 3))]
+        path = tmp_path.joinpath(*folders, rng.choice(RANDOM_NAMES[4:]))
+        with contextlib.suppress(FileExistsError, NotADirectoryError, IsADirectoryError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.is_dir():
+                path.write_text("x\n")
+    folders = sorted(p for p in tmp_path.rglob("*") if p.is_dir() and ".git" not in p.parts)
+    for folder in rng.sample([tmp_path, *folders], k=min(3, len(folders) + 1)):
+        patterns = rng.sample(RANDOM_PATTERNS, k=rng.randint(1, 5))
+        (folder / ".gitignore").write_text("\n".join(patterns) + "\n")
+    assert set(indexed(tmp_path)) == git_untracked_not_ignored(tmp_path)
+
+
+def test_negation_reincludes_files_so_the_repo_is_not_empty(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            ".gitignore": "*.log\n!keep.log\n",
+            "keep.log": "x\n",
+            "a.log": "y\n",
+            "app.py": "print()\n",
+        },
+    )
+    found = indexed(tmp_path)
+    assert set(found) == {".gitignore", "app.py", "keep.log"}
+    assert skipped(tmp_path) == {"a.log": SkipReason.IGNORED}
+
+
+def test_deeper_gitignore_overrides_a_shallower_one(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {".gitignore": "*.gen\n", "sub/.gitignore": "!*.gen\n", "a.gen": "1\n", "sub/b.gen": "2\n"},
+    )
+    assert "sub/b.gen" in indexed(tmp_path)
+    assert skipped(tmp_path)["a.gen"] is SkipReason.IGNORED
+
+
+def test_directory_pattern_prunes_the_folder_and_reports_it_once(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            ".gitignore": "generated/\n",
+            **{f"generated/f{i}.py": "x = 1\n" for i in range(5)},
+            "src/generated/more.py": "x = 2\n",
+        },
+    )
+    assert skipped(tmp_path) == {
+        "generated/": SkipReason.IGNORED,
+        "src/generated/": SkipReason.IGNORED,
+    }
+
+
+def test_a_file_inside_an_excluded_folder_cannot_be_reincluded_like_in_git(tmp_path: Path) -> None:
+    git_init(tmp_path)
+    make_tree(
+        tmp_path, {".gitignore": "logs/\n!logs/keep.txt\n", "logs/keep.txt": "x\n", "app.py": "x\n"}
+    )
+    assert set(indexed(tmp_path)) == git_untracked_not_ignored(tmp_path) == {".gitignore", "app.py"}
+
+
+def test_gitignore_of_an_enclosing_repo_applies_when_indexing_a_subfolder(tmp_path: Path) -> None:
+    git_init(tmp_path)
+    make_tree(
+        tmp_path,
+        {
+            ".gitignore": "*.tmp\nservice/cache/\n",
+            "service/app.py": "x\n",
+            "service/scratch.tmp": "y\n",
+            "service/cache/c.py": "z\n",
+        },
+    )
+    (tmp_path / ".git" / "info" / "exclude").write_text("service/private.txt\n")
+    (tmp_path / "service" / "private.txt").write_text("p\n")
+    root = tmp_path / "service"
+    assert set(indexed(root)) == {"app.py"}
+    assert skipped(root) == {
+        "cache/": SkipReason.IGNORED,
+        "private.txt": SkipReason.IGNORED,
+        "scratch.tmp": SkipReason.IGNORED,
+    }
+
+
+def test_codeqaignore_adds_rules_and_overrides_gitignore(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            ".gitignore": "*.snap\n",
+            ".codeqaignore": "fixtures/\n!golden.snap\n",
+            "golden.snap": "kept by .codeqaignore\n",
+            "other.snap": "ignored\n",
+            "fixtures/big.json": "{}\n",
+            "app.py": "x\n",
+        },
+    )
+    found = indexed(tmp_path)
+    assert {"golden.snap", "app.py"} <= set(found)
+    assert skipped(tmp_path) == {"fixtures/": SkipReason.IGNORED, "other.snap": SkipReason.IGNORED}
+
+
+def test_extra_ignore_patterns_from_options(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"app.py": "x\n", "tests/test_app.py": "y\n", "docs/a.md": "z\n"})
+    options = DiscoverOptions(extra_ignore=("tests/", "*.md"))
+    assert set(indexed(tmp_path, options)) == {"app.py"}
+
+
+# --- folders that are never indexed -----------------------------------------------------
+
+
+def test_git_metadata_is_never_indexed_nor_reported(tmp_path: Path) -> None:
+    git_init(tmp_path)
+    make_tree(tmp_path, {"app.py": "x\n"})
+    results = list(discover(tmp_path))
+    assert [r.path for r in results] == ["app.py"]
+
+
+def test_tool_and_cache_folders_are_skipped(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            "node_modules/left-pad/index.js": "x\n",
+            "__pycache__/a.py": "x\n",
+            ".venv/lib/site.py": "x\n",
+            ".tox/py/x.py": "x\n",
+            "proj.egg-info/PKG-INFO": "x\n",
+            "src/app.py": "x\n",
+        },
+    )
+    assert set(indexed(tmp_path)) == {"src/app.py"}
+    assert skipped(tmp_path) == {
+        ".tox/": SkipReason.IGNORED,
+        ".venv/": SkipReason.IGNORED,
+        "__pycache__/": SkipReason.IGNORED,
+        "node_modules/": SkipReason.IGNORED,
+        "proj.egg-info/": SkipReason.IGNORED,
+    }
+
+
+def test_environments_and_caches_are_recognised_by_their_marker_files(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            "env/pyvenv.cfg": "home = /usr\n",
+            "env/lib/x.py": "x\n",
+            "target/CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n",
+            "target/debug/build.rs": "x\n",
+            "vendor/modules.txt": "# github.com/x/y v1.0\n",
+            "vendor/github.com/x/y/y.go": "package y\n",
+            "src/main.rs": "fn main() {}\n",
+        },
+    )
+    assert set(indexed(tmp_path)) == {"src/main.rs"}
+    assert set(skipped(tmp_path)) == {"env/", "target/", "vendor/"}
+
+
+def test_build_dist_and_vendor_folders_without_markers_are_source(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            "build/config.js": "x\n",
+            "dist/release.sh": "x\n",
+            "vendor/ours.php": "<?php\n",
+            "coverage/report.py": "x\n",
+        },
+    )
+    assert set(indexed(tmp_path)) == {
+        "build/config.js",
+        "dist/release.sh",
+        "vendor/ours.php",
+        "coverage/report.py",
+    }
+
+
+# --- lock files and secrets -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "package-lock.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "poetry.lock",
+        "Cargo.lock",
+        "Gemfile.lock",
+        "composer.lock",
+        "uv.lock",
+        "go.sum",
+        "Pipfile.lock",
+        "flake.lock",
+    ],
+)
+def test_lock_files_are_skipped(tmp_path: Path, name: str) -> None:
+    make_tree(tmp_path, {f"sub/{name}": "pinned\n", "sub/app.py": "x\n"})
+    assert skipped(tmp_path) == {f"sub/{name}": SkipReason.LOCK_FILE}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".env",
+        ".env.local",
+        ".env.production",
+        ".envrc",
+        "prod.env",
+        "server.pem",
+        "tls.key",
+        "cert.p12",
+        "cert.pfx",
+        "id_rsa",
+        "id_rsa.pub",
+        "id_ed25519",
+        "id_ecdsa",
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        "release.keystore",
+        "credentials",
+        "credentials.json",
+        "secrets.yaml",
+        "secrets.dev.yml",
+        "terraform.tfstate",
+        ".git-credentials",
+        "ID_RSA",
+    ],
+)
+def test_secrets_are_skipped_by_default(tmp_path: Path, name: str) -> None:
+    make_tree(tmp_path, {f"config/{name}": "API_KEY=sk-live-123\n", "app.py": "x\n"})
+    assert skipped(tmp_path) == {f"config/{name}": SkipReason.SECRET}
+    assert all("sk-live" not in f.text for f in indexed(tmp_path).values())
+
+
+def test_secret_folders_are_skipped(tmp_path: Path) -> None:
+    make_tree(tmp_path, {".aws/config": "[default]\n", ".ssh/known_hosts": "x\n", "a.py": "x\n"})
+    assert skipped(tmp_path) == {".aws/": SkipReason.SECRET, ".ssh/": SkipReason.SECRET}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".env.example",
+        ".env.sample",
+        ".env.template",
+        "credentials.py",
+        "secrets.py",
+        "secretary.json",
+        "keys.py",
+    ],
+)
+def test_templates_and_code_with_secret_sounding_names_are_indexed(
+    tmp_path: Path, name: str
+) -> None:
+    make_tree(tmp_path, {name: "API_KEY=\n"})
+    assert set(indexed(tmp_path)) == {name}
+
+
+def test_include_secrets_option_indexes_them(tmp_path: Path) -> None:
+    make_tree(tmp_path, {".env": "A=1\n", "id_rsa": "key\n"})
+    assert set(indexed(tmp_path, DiscoverOptions(include_secrets=True))) == {".env", "id_rsa"}
+
+
+# --- content: binary, size, encodings ---------------------------------------------------
+
+
+def test_file_with_a_nul_byte_is_binary(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"data.txt": b"header\x00\x01\x02", "ok.txt": b"plain\n"})
+    assert skipped(tmp_path) == {"data.txt": SkipReason.BINARY}
+
+
+def test_nul_after_the_sniffed_prefix_does_not_make_a_file_binary(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"late.txt": b"a\n" * 5000 + b"\x00"})
+    assert "late.txt" in indexed(tmp_path)
+
+
+def test_known_binary_extensions_are_skipped_unread(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"logo.png": b"not really a png\n", "app.pyc": b"x", "fr/django.mo": b"x"})
+    assert skipped(tmp_path) == {
+        "logo.png": SkipReason.BINARY,
+        "app.pyc": SkipReason.BINARY,
+        "fr/django.mo": SkipReason.BINARY,
+    }
+
+
+def test_files_over_the_size_limit_are_skipped(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"big.py": "x = 1\n" * 20, "small.py": "x = 1\n"})
+    options = DiscoverOptions(max_file_bytes=100)
+    assert skipped(tmp_path, options) == {"big.py": SkipReason.TOO_LARGE}
+    assert set(indexed(tmp_path, options)) == {"small.py"}
+
+
+def test_default_size_limit_is_one_megabyte(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"at_limit.txt": "a" * 1_000_000, "over.txt": "a" * 1_000_001})
+    assert set(indexed(tmp_path)) == {"at_limit.txt"}
+    assert skipped(tmp_path) == {"over.txt": SkipReason.TOO_LARGE}
+
+
+def test_invalid_utf8_is_replaced_not_dropped(tmp_path: Path) -> None:
+    raw = b"name = 'caf\xe9'\nother = 1\n"
+    make_tree(tmp_path, {"latin1.py": raw})
+    found = indexed(tmp_path)["latin1.py"]
+    assert found.text == "name = 'caf\ufffd'\nother = 1\n"
+    assert found.sha256 == hashlib.sha256(raw).hexdigest()
+
+
+def test_bom_is_removed_and_crlf_becomes_lf_keeping_line_numbers(tmp_path: Path) -> None:
+    raw = b"\xef\xbb\xbfdef a():\r\n    return 1\r\n\r\ndef b():\r\n    return 2\r\n"
+    make_tree(tmp_path, {"win.py": raw})
+    found = indexed(tmp_path)["win.py"]
+    lines = found.text.split("\n")
+    assert lines[0] == "def a():" and lines[3] == "def b():"  # lines 1 and 4, as in an editor
+    assert found.sha256 == hashlib.sha256(raw).hexdigest()
+
+
+def test_utf16_with_bom_is_text_not_binary(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"win.rc": 'IDS_HELLO "Hello"\r\n'.encode("utf-16")})
+    assert indexed(tmp_path)["win.rc"].text == 'IDS_HELLO "Hello"\n'
+
+
+def test_language_comes_from_name_or_shebang(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            "bin/deploy": "#!/usr/bin/env bash\necho hi\n",
+            "lib/a.ts": "let a = 1\n",
+            "NOTES": "plain\n",
+        },
+    )
+    found = indexed(tmp_path)
+    assert (found["bin/deploy"].language, found["lib/a.ts"].language) == ("bash", "typescript")
+    assert found["NOTES"].language is None
+
+
+# --- symlinks and special files ---------------------------------------------------------
+
+
+def test_symlinks_leading_outside_the_repo_are_skipped(tmp_path: Path) -> None:
+    outside = make_tree(tmp_path / "outside", {"secret.py": "TOKEN = 1\n", "dir/x.py": "x\n"})
+    repo = make_tree(tmp_path / "repo", {"app.py": "x\n"})
+    (repo / "linked.py").symlink_to(outside / "secret.py")
+    (repo / "linked_dir").symlink_to(outside / "dir")
+    (repo / "relative.py").symlink_to(Path("..") / "outside" / "secret.py")
+    assert set(indexed(repo)) == {"app.py"}
+    assert skipped(repo) == {
+        "linked.py": SkipReason.SYMLINK_OUTSIDE,
+        "linked_dir": SkipReason.SYMLINK_OUTSIDE,
+        "relative.py": SkipReason.SYMLINK_OUTSIDE,
+    }
+
+
+def test_symlinks_inside_the_repo_are_followed(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"real/mod.py": "x = 1\n"})
+    (tmp_path / "alias").symlink_to("real")
+    (tmp_path / "mod_alias.py").symlink_to("real/mod.py")
+    assert set(indexed(tmp_path)) == {"alias/mod.py", "mod_alias.py", "real/mod.py"}
+    assert indexed(tmp_path, DiscoverOptions(follow_symlinks=False)).keys() == {"real/mod.py"}
+
+
+def test_symlink_loops_are_skipped_and_the_walk_ends(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"pkg/mod.py": "x\n"})
+    (tmp_path / "pkg" / "back").symlink_to("..")  # a folder link to an ancestor
+    (tmp_path / "self").symlink_to("self")  # a link to itself: ELOOP
+    assert set(indexed(tmp_path)) == {"pkg/mod.py"}
+    assert skipped(tmp_path) == {
+        "pkg/back/": SkipReason.SYMLINK_LOOP,
+        "self": SkipReason.SYMLINK_LOOP,
+    }
+
+
+def test_a_link_to_a_secret_is_a_secret(tmp_path: Path) -> None:
+    make_tree(tmp_path, {".env": "TOKEN=1\n"})
+    (tmp_path / "settings.txt").symlink_to(".env")
+    assert skipped(tmp_path) == {".env": SkipReason.SECRET, "settings.txt": SkipReason.SECRET}
+
+
+def test_a_link_into_git_metadata_is_not_followed(tmp_path: Path) -> None:
+    git_init(tmp_path)
+    (tmp_path / "gitconfig").symlink_to(".git/config")
+    assert skipped(tmp_path) == {"gitconfig": SkipReason.IGNORED}
+
+
+def test_dangling_symlink_is_unreadable_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "gone.py").symlink_to("missing.py")
+    assert skipped(tmp_path) == {"gone.py": SkipReason.UNREADABLE}
+
+
+def test_a_fifo_is_skipped_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    make_tree(tmp_path, {"a.py": "x\n"})
+    assert skipped(tmp_path) == {"pipe": SkipReason.UNREADABLE}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_unreadable_file_and_folder_are_reported_not_fatal(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"locked.py": "x\n", "closed/a.py": "x\n", "open.py": "x\n"})
+    (tmp_path / "locked.py").chmod(0)
+    (tmp_path / "closed").chmod(0)
+    try:
+        assert skipped(tmp_path) == {
+            "closed/": SkipReason.UNREADABLE,
+            "locked.py": SkipReason.UNREADABLE,
+        }
+        assert set(indexed(tmp_path)) == {"open.py"}
+    finally:
+        (tmp_path / "closed").chmod(0o755)
+
+
+# --- the root ---------------------------------------------------------------------------
+
+
+def test_missing_root_raises_at_once_naming_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    with pytest.raises(RepoNotFound, match="does not exist: .*nope"):
+        discover(missing)  # raised on the call, before iteration
+
+
+def test_file_as_root_raises(tmp_path: Path) -> None:
+    file = make_tree(tmp_path, {"a.py": "x\n"}) / "a.py"
+    with pytest.raises(RepoNotFound, match="is a file, not a folder: .*a.py"):
+        discover(file)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists folders whatever their permissions")
+def test_unreadable_root_raises(tmp_path: Path) -> None:
+    root = tmp_path / "locked"
+    root.mkdir(mode=0)
+    try:
+        with pytest.raises(RepoNotFound, match="Cannot read"):
+            discover(root)
+    finally:
+        root.chmod(0o755)
+
+
+# --- order --------------------------------------------------------------------------------
+
+
+def test_order_is_deterministic_and_sorted_by_path_parts(tmp_path: Path) -> None:
+    names = ["b.py", "a/x.py", "a-b/y.py", "a.py", "B.py", "a/z/w.py", "a/c.py", "z/.hidden.py"]
+    make_tree(tmp_path, {name: "x\n" for name in names})
+    first = [r.path for r in discover(tmp_path)]
+    assert first == [r.path for r in discover(tmp_path)]
+    assert first == sorted(names, key=lambda p: p.split("/"))
+    assert all("\\" not in p and not p.startswith("/") for p in first)
+
+
+def test_accepts_a_string_root_and_reports_posix_relative_paths(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"pkg/sub/mod.py": "x\n"})
+    assert [r.path for r in discover(str(tmp_path))] == ["pkg/sub/mod.py"]

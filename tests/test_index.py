@@ -1,0 +1,148 @@
+"""Incremental indexing: only what changed is re-read, nothing stale is served."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval import index as index_module
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.errors import IndexMismatch, IndexNotFound, RepoNotFound
+from codeqa.retrieval.index import ProgressEvent, build_index, open_index
+from codeqa.retrieval.records import SearchMode
+
+
+def settings_for(index_dir: Path, **changes: object) -> IndexSettings:
+    return IndexSettings(index_dir=index_dir, **changes)  # type: ignore[arg-type]
+
+
+def top_paths(repo: Path, settings: IndexSettings, query: str, mode=SearchMode.HYBRID) -> list[str]:
+    with open_index(repo, settings) as index:
+        return [hit.chunk.path for hit in index.search(query, mode, limit=5)]
+
+
+def test_cold_index_stores_every_file_and_embeds_every_chunk(small_repo, index_dir):
+    report = build_index(small_repo, settings_for(index_dir))
+    assert report.files_seen == 4
+    assert report.files_changed == 4
+    assert report.chunks_total == report.chunks_added > 4
+    assert report.vectors_pending == 0
+    assert report.vectors_embedded + report.vectors_from_cache == report.chunks_total
+    assert top_paths(small_repo, settings_for(index_dir), "JSONDecodeError raised")[0] in {
+        "json/decoder.py",
+        "json/__init__.py",
+    }
+
+
+def test_unchanged_repo_is_a_no_op(small_repo, index_dir):
+    settings = settings_for(index_dir)
+    first = build_index(small_repo, settings)
+    again = build_index(small_repo, settings)
+    assert again.files_changed == 0
+    assert again.chunks_added == 0
+    assert again.vectors_embedded == 0
+    assert again.chunks_total == first.chunks_total
+
+
+def test_edited_file_is_reindexed_and_its_old_text_is_gone(small_repo, index_dir):
+    settings = settings_for(index_dir)
+    build_index(small_repo, settings)
+    encoder = small_repo / "json" / "encoder.py"
+    encoder.write_text(
+        encoder.read_text().replace("py_encode_basestring_ascii", "escape_ascii_quux"),
+        encoding="utf-8",
+    )
+    report = build_index(small_repo, settings)
+    assert report.files_changed == 1
+    assert "json/encoder.py" in top_paths(small_repo, settings, "escape_ascii_quux", SearchMode.BM25)
+    with open_index(small_repo, settings) as index:
+        texts = "".join(chunk.text for chunk in index.chunks_for_path("json/encoder.py"))
+    assert "py_encode_basestring_ascii" not in texts
+    # Chunks of the edited file whose text did not change are not embedded again.
+    assert report.vectors_from_cache > 0
+    assert report.vectors_embedded < report.chunks_added
+
+
+def test_deleted_renamed_and_newly_ignored_files_leave_the_index(small_repo, index_dir):
+    settings = settings_for(index_dir)
+    build_index(small_repo, settings)
+    (small_repo / "json" / "scanner.py").unlink()
+    (small_repo / "json" / "encoder.py").rename(small_repo / "json" / "encoding.py")
+    (small_repo / ".gitignore").write_text("__init__.py\n", encoding="utf-8")
+    report = build_index(small_repo, settings)
+    assert report.files_removed == 3
+    with open_index(small_repo, settings) as index:
+        assert index.chunks_for_path("json/scanner.py") == []
+        assert index.chunks_for_path("json/encoder.py") == []
+        assert index.chunks_for_path("json/__init__.py") == []
+        assert index.chunks_for_path("json/encoding.py")
+        assert {hit.chunk.path for hit in index.search("JSONEncoder", SearchMode.BM25, 50)} <= {
+            "json/encoding.py",
+            "json/decoder.py",
+            ".gitignore",
+        }
+
+
+def test_opening_with_another_embedder_is_refused_until_rebuild(small_repo, index_dir):
+    settings = settings_for(index_dir)
+    build_index(small_repo, settings)
+    other = settings_for(index_dir, embed_model="wordllama")
+    with pytest.raises(IndexMismatch, match="--rebuild"):
+        open_index(small_repo, other)
+    with pytest.raises(IndexMismatch, match="--rebuild"):
+        build_index(small_repo, other)
+    report = build_index(small_repo, other, rebuild=True)
+    assert report.chunks_total > 0
+    with open_index(small_repo, other) as index:
+        assert index.embedder.name == report.embedder_name
+        assert index.vectors_missing == 0
+
+
+def test_interrupted_embedding_keeps_a_searchable_index_and_resumes(small_repo, index_dir):
+    settings = settings_for(index_dir)
+    cancel = threading.Event()
+
+    def stop_once_embedding_starts(event: ProgressEvent) -> None:
+        if event.phase == "embed":
+            cancel.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        build_index(small_repo, settings, stop_once_embedding_starts, cancel=cancel)
+    with open_index(small_repo, settings) as index:
+        assert index.vectors_missing == index.chunk_count > 0
+        assert index.search("JSONDecodeError", SearchMode.HYBRID, 3)  # BM25 still answers
+    report = build_index(small_repo, settings)
+    assert report.files_changed == 0
+    assert report.vectors_pending == 0
+    assert report.vectors_embedded == report.chunks_total
+
+
+def test_crash_while_chunking_leaves_no_half_indexed_file(small_repo, index_dir, monkeypatch):
+    settings = settings_for(index_dir)
+    real_chunk_file = index_module.chunk_file
+    calls = []
+
+    def crash_on_third_file(file):
+        calls.append(file.path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_chunk_file(file)
+
+    monkeypatch.setattr(index_module, "chunk_file", crash_on_third_file)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(small_repo, settings)
+    monkeypatch.setattr(index_module, "chunk_file", real_chunk_file)
+    report = build_index(small_repo, settings)
+    assert report.files_changed == 4  # the interrupted batch was never recorded as done
+    reference = build_index(small_repo, settings_for(index_dir.parent / "fresh"))
+    assert report.chunks_total == reference.chunks_total  # and nothing was stored twice
+
+
+def test_missing_index_and_missing_repo_are_clear_errors(small_repo, index_dir, tmp_path):
+    with pytest.raises(IndexNotFound, match="codeqa index"):
+        open_index(small_repo, settings_for(index_dir))
+    with pytest.raises(RepoNotFound, match="does not exist"):
+        build_index(tmp_path / "nowhere", settings_for(index_dir))
+    with pytest.raises(RepoNotFound, match="is a file"):
+        build_index(small_repo / "json" / "decoder.py", settings_for(index_dir))

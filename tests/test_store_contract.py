@@ -1,0 +1,336 @@
+"""The contract every `Store` backend keeps. Add a backend by adding a factory to BACKENDS."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from codeqa.retrieval.errors import IndexMismatch
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.store import RRF_K, Store
+from codeqa.retrieval.store_lancedb import LanceStore
+from weaviate_backend import open_weaviate_for_test
+
+DIM = 4
+StoreFactory = Callable[[Path, int], Store]
+
+
+def _lance(directory: Path, dim: int) -> Store:
+    return LanceStore(directory, dim)
+
+
+BACKENDS: dict[str, StoreFactory] = {"lancedb": _lance, "weaviate": open_weaviate_for_test}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def open_store(request: pytest.FixtureRequest, tmp_path: Path):
+    """Opens stores of the backend under test in one directory; closes them afterwards."""
+    opened: list[Store] = []
+
+    def factory(dim: int = DIM) -> Store:
+        store = BACKENDS[request.param](tmp_path / "index", dim)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+def chunk(path: str, start: int, text: str, symbol: str | None = None) -> Chunk:
+    lines = text.count("\n") + 1
+    return Chunk(
+        path=path,
+        start_line=start,
+        end_line=start + lines - 1,
+        language="python",
+        kind=ChunkKind.DECLARATION if symbol else ChunkKind.WINDOW,
+        symbol=symbol,
+        signature=None,
+        text=text,
+        header=f"# {path}",
+    )
+
+
+def axis(i: int) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    v[i] = 1.0
+    return v
+
+
+HTTP = chunk(
+    "net/client.py", 10, "def getHTTPResponse(url):\n    return fetch(url)", "getHTTPResponse"
+)
+SESSION = chunk(
+    "requests/sessions.py",
+    40,
+    "def request(self, method, url):\n    return self.send(method, url)",
+    "Session.request",
+)
+LINKS = chunk(
+    "requests/utils.py",
+    5,
+    "def parse_header_links(value):\n    return [v.strip() for v in value.split(',')]",
+    "parse_header_links",
+)
+CACHE = chunk("cache/lru.py", 1, "class LRUCache:\n    capacity = 128", "LRUCache")
+CORPUS = [HTTP, SESSION, LINKS, CACHE]
+CORPUS_VECTORS = np.stack([axis(0), axis(1), axis(2), axis(3)])
+
+
+def paths(hits) -> list[str]:
+    return [hit.chunk.path for hit in hits]
+
+
+def test_upsert_then_bm25_finds_a_chunk_by_a_part_of_its_identifier(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    hits = store.search("where is the http response built", None, SearchMode.BM25, 3)
+    assert paths(hits)[0] == "net/client.py"
+    assert hits[0].chunk == HTTP
+
+
+def test_bm25_finds_a_dotted_name_from_a_traceback(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    query = 'File "/usr/lib/site-packages/requests/sessions.py", line 40, in request'
+    assert paths(store.search(query, None, SearchMode.BM25, 3))[0] == "requests/sessions.py"
+
+
+def test_upserting_the_same_chunks_again_replaces_them(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    store.upsert([SESSION, SESSION], None)  # duplicates inside one batch too
+    assert store.count() == len(CORPUS)
+    hits = store.search("session request", None, SearchMode.BM25, 10)
+    assert paths(hits).count("requests/sessions.py") == 1
+
+
+def test_delete_paths_removes_every_chunk_of_those_files_only(open_store):
+    store = open_store()
+    second_session = chunk(
+        "requests/sessions.py", 80, "def close(self):\n    pass", "Session.close"
+    )
+    quoted = chunk("it's (odd).py", 1, "odd_name = 1")
+    store.upsert([*CORPUS, second_session, quoted], None)
+    store.delete_paths(["requests/sessions.py", "it's (odd).py", "never/indexed.py"])
+    assert store.count() == len(CORPUS) - 1
+    assert store.chunks_for_path("requests/sessions.py") == []
+    assert "requests/sessions.py" not in paths(
+        store.search("session close", None, SearchMode.BM25, 10)
+    )
+    assert store.chunks_for_path("net/client.py") == [HTTP]
+
+
+def test_each_mode_ranks_its_own_evidence_first(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    # Words point at the LRU cache, the vector points at the session.
+    query, vector = "lru cache capacity", axis(1)
+    assert paths(store.search(query, vector, SearchMode.BM25, 4))[0] == "cache/lru.py"
+    assert paths(store.search(query, vector, SearchMode.VECTOR, 4))[0] == "requests/sessions.py"
+    # The cache is first by BM25 and somewhere in the vector list; the session only
+    # first by vector: fused, both lead and the cache leads them.
+    hybrid = paths(store.search(query, vector, SearchMode.HYBRID, 4))
+    assert hybrid[:2] == ["cache/lru.py", "requests/sessions.py"]
+
+
+def test_vector_mode_scores_are_cosine_similarities(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    hits = store.search("", np.array([3.0, 4.0, 0.0, 0.0], dtype=np.float32), SearchMode.VECTOR, 2)
+    assert [(h.chunk, round(h.score, 4)) for h in hits] == [(SESSION, 0.8), (HTTP, 0.6)]
+
+
+def test_hybrid_fuses_by_reciprocal_rank(open_store):
+    # BM25 ranks a > b > c (same length, falling term frequency; d has no match).
+    # The vector ranks c > d > b > a. Neither list alone gives the fused order.
+    a = chunk("a.py", 1, "token token token filler")
+    b = chunk("b.py", 1, "token token filler filler")
+    c = chunk("c.py", 1, "token filler filler filler")
+    d = chunk("d.py", 1, "filler filler filler filler")
+    vectors = np.array(
+        [[0.0, 1.0, 0, 0], [0.5, 1.0, 0, 0], [1.0, 0.0, 0, 0], [1.0, 0.3, 0, 0]], dtype=np.float32
+    )
+    store = open_store()
+    store.upsert([a, b, c, d], vectors)
+    assert paths(store.search("token", None, SearchMode.BM25, 4)) == ["a.py", "b.py", "c.py"]
+    assert paths(store.search("token", axis(0), SearchMode.VECTOR, 4)) == [
+        "c.py",
+        "d.py",
+        "b.py",
+        "a.py",
+    ]
+
+    def rrf(*ranks: int) -> float:
+        return sum(1 / (RRF_K + r) for r in ranks)
+
+    expected = {"a.py": rrf(1, 4), "b.py": rrf(2, 3), "c.py": rrf(3, 1), "d.py": rrf(2)}
+    hits = store.search("token", axis(0), SearchMode.HYBRID, 4)
+    assert paths(hits) == ["c.py", "a.py", "b.py", "d.py"]
+    assert paths(hits) == sorted(expected, key=expected.__getitem__, reverse=True)
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.chunk.path], rel=1e-6)
+
+
+def test_chunks_without_vectors_are_found_by_bm25_and_hybrid(open_store):
+    store = open_store()
+    store.upsert(CORPUS[:2], CORPUS_VECTORS[:2])
+    store.upsert(CORPUS[2:], None)
+    query = "parse header links"
+    assert paths(store.search(query, None, SearchMode.BM25, 1)) == ["requests/utils.py"]
+    hybrid = store.search(query, axis(0), SearchMode.HYBRID, 4)
+    assert "requests/utils.py" in paths(hybrid)
+    # The vector side never returns a chunk that has no vector.
+    vector = paths(store.search(query, axis(2), SearchMode.VECTOR, 4))
+    assert sorted(vector) == ["net/client.py", "requests/sessions.py"]
+
+
+def test_hybrid_without_a_query_vector_is_bm25(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    query = "session request send"
+    hybrid = store.search(query, None, SearchMode.HYBRID, 4)
+    assert hybrid == store.search(query, None, SearchMode.BM25, 4)
+    assert paths(hybrid)[0] == "requests/sessions.py"
+
+
+def test_set_vectors_fills_in_what_ids_missing_vectors_lists(open_store):
+    store = open_store()
+    store.upsert(CORPUS, None)
+    assert sorted(store.ids_missing_vectors()) == sorted(c.chunk_id for c in CORPUS)
+    assert store.search("", axis(2), SearchMode.VECTOR, 4) == []
+    store.set_vectors([LINKS.chunk_id, "no-such-id"], np.stack([axis(2), axis(0)]))
+    assert sorted(store.ids_missing_vectors()) == sorted(
+        c.chunk_id for c in CORPUS if c is not LINKS
+    )
+    assert paths(store.search("", axis(2), SearchMode.VECTOR, 4)) == ["requests/utils.py"]
+    assert store.count() == len(CORPUS)
+    # The chunk is still found by its words after its row was rewritten.
+    assert paths(store.search("parse header links", None, SearchMode.BM25, 1)) == [
+        "requests/utils.py"
+    ]
+
+
+def test_vectors_of_the_wrong_shape_are_refused(open_store):
+    store = open_store()
+    with pytest.raises(ValueError):
+        store.upsert(CORPUS, np.zeros((len(CORPUS), DIM + 1), dtype=np.float32))
+    store.upsert(CORPUS, None)
+    with pytest.raises(ValueError):
+        store.set_vectors([HTTP.chunk_id], np.zeros((2, DIM), dtype=np.float32))
+
+
+def test_chunks_for_path_are_in_line_order(open_store):
+    store = open_store()
+    parts = [
+        chunk("big.py", start, f"def f{start}():\n    pass", f"f{start}") for start in (50, 1, 20)
+    ]
+    store.upsert([*parts, HTTP], None)
+    assert [c.start_line for c in store.chunks_for_path("big.py")] == [1, 20, 50]
+
+
+def test_find_symbol_matches_exactly_or_by_dotted_suffix(open_store):
+    store = open_store()
+    plain = chunk("api.py", 1, "def request(method):\n    pass", "request")
+    lookalike = chunk("x.py", 1, "def parse_headerXlinks():\n    pass", "Parser.parse_headerXlinks")
+    store.upsert([*CORPUS, plain, lookalike], None)
+    assert store.find_symbol("Session.request", 5) == [SESSION]
+    assert store.find_symbol("request", 5) == [plain, SESSION]  # exact first
+    assert store.find_symbol("request", 1) == [plain]
+    assert store.find_symbol("quest", 5) == []
+    assert store.find_symbol("parse_header_links", 5) == [LINKS]  # `_` is no wildcard
+    assert store.find_symbol("it's", 5) == []
+
+
+def test_reopening_the_directory_keeps_the_data(open_store):
+    store = open_store()
+    store.upsert(CORPUS[:2], CORPUS_VECTORS[:2])
+    store.upsert(CORPUS[2:], None)
+    store.close()
+    reopened = open_store()
+    assert reopened.count() == len(CORPUS)
+    assert paths(reopened.search("lru cache", None, SearchMode.BM25, 1)) == ["cache/lru.py"]
+    assert paths(reopened.search("", axis(1), SearchMode.VECTOR, 1)) == ["requests/sessions.py"]
+    assert sorted(reopened.ids_missing_vectors()) == sorted(c.chunk_id for c in CORPUS[2:])
+
+
+def test_reopening_with_another_dimension_is_a_mismatch(open_store):
+    open_store().upsert(CORPUS, CORPUS_VECTORS)
+    with pytest.raises(IndexMismatch):
+        open_store(DIM * 2)
+
+
+def test_an_empty_store_answers_empty(open_store):
+    store = open_store()
+    for mode in SearchMode:
+        assert store.search("anything", axis(0), mode, 5) == []
+    assert store.count() == 0
+    assert store.ids_missing_vectors() == []
+    assert store.chunks_for_path("a.py") == []
+    assert store.find_symbol("a", 5) == []
+
+
+def test_chunks_added_after_the_first_batch_are_searchable_at_once(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    store.search("http", None, SearchMode.BM25, 1)
+    late = chunk("late.py", 1, "def frobnicateWidget():\n    pass", "frobnicateWidget")
+    store.upsert([late], None)
+    assert paths(store.search("frobnicate widget", None, SearchMode.BM25, 1)) == ["late.py"]
+    assert "late.py" in paths(store.search("frobnicate widget", axis(0), SearchMode.HYBRID, 2))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"unbalanced quote',
+        "foo(bar) AND (baz",
+        "key: value:",
+        "-- drop table chunks; --",
+        "x' OR 1=1 --",
+        "path = 'a.py' OR 1=1",
+        "* ? + - ~ ^ ! { } [ ] \\ /",
+        "",
+        "   ",
+        "naïve ünïcode 漢字",
+    ],
+)
+def test_special_characters_in_queries_never_raise(open_store, query):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    for mode in SearchMode:
+        hits = store.search(query, axis(0), mode, 5)
+        assert all(hit.chunk in CORPUS for hit in hits)
+
+
+def test_searches_during_background_vector_writes_stay_consistent(open_store):
+    store = open_store()
+    many = [
+        chunk(f"pkg/m{i}.py", 1, f"def handler_{i}():\n    return {i}", f"handler_{i}")
+        for i in range(200)
+    ]
+    store.upsert(many, None)
+    errors: list[BaseException] = []
+
+    def write_vectors() -> None:
+        try:
+            for start in range(0, len(many), 20):
+                batch = many[start : start + 20]
+                store.set_vectors([c.chunk_id for c in batch], np.tile(axis(0), (len(batch), 1)))
+        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+
+    writer = threading.Thread(target=write_vectors)
+    writer.start()
+    while writer.is_alive():
+        hits = store.search("handler 7", axis(0), SearchMode.HYBRID, 5)
+        assert hits and all(hit.chunk in many for hit in hits)
+    writer.join()
+    assert errors == []
+    assert store.ids_missing_vectors() == []
+    assert store.count() == len(many)

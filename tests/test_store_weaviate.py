@@ -1,0 +1,170 @@
+"""The Weaviate store's own parts: naming, addressing, mapping and failing clearly.
+
+What needs a server (search, writes, fusion) is the shared contract suite in
+test_store_contract.py, which runs on Weaviate when one is reachable.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import re
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.errors import ConfigError, StoreUnavailable
+from codeqa.retrieval.records import Chunk, ChunkKind
+from codeqa.retrieval.store import chunk_to_row
+from codeqa.retrieval.store_weaviate import (
+    API_KEY_ENV,
+    BINARY_DIR_ENV,
+    BINARY_DOWNLOAD_HOST,
+    COLLECTION_ENV,
+    LOCK_NAME,
+    STORE_FOLDER,
+    _chunk,
+    _properties,
+    collection_name_for,
+    embedded_binary_file,
+    open_weaviate_store,
+    parse_server_url,
+    resolve_target,
+)
+
+WEAVIATE_CLASS_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _online() -> bool:
+    try:
+        with socket.create_connection(BINARY_DOWNLOAD_HOST, timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+def test_collection_names_are_valid_weaviate_names_and_unique_per_index_folder(tmp_path: Path):
+    odd = tmp_path / "my repo-2.0 (copy)" / "index"
+    other = tmp_path / "elsewhere" / "index"
+    name = collection_name_for(odd)
+    assert WEAVIATE_CLASS_NAME.match(name)
+    assert collection_name_for(odd) == name  # stable across runs
+    assert collection_name_for(other) != name  # same folder name, another index
+    assert WEAVIATE_CLASS_NAME.match(collection_name_for(tmp_path / "ünïcode-名前"))
+
+
+def test_a_team_names_its_shared_collection_in_the_environment(tmp_path: Path):
+    settings = IndexSettings(store="weaviate", weaviate_url="http://weaviate:8080")
+    target = resolve_target(settings, tmp_path, {COLLECTION_ENV: "Team_Backend"})
+    assert target.collection == "Team_Backend"
+    with pytest.raises(ConfigError, match="capital letter"):
+        resolve_target(settings, tmp_path, {COLLECTION_ENV: "team-backend"})
+
+
+def test_server_urls_become_http_and_grpc_endpoints():
+    local = parse_server_url("http://localhost:8080", None)
+    assert (local.http_host, local.http_port, local.http_secure) == ("localhost", 8080, False)
+    assert (local.grpc_host, local.grpc_port, local.grpc_secure) == ("localhost", 50051, False)
+    cluster = parse_server_url("https://weaviate.example.com/", 443)
+    assert (cluster.http_port, cluster.http_secure, cluster.grpc_port, cluster.grpc_secure) == (
+        443,
+        True,
+        443,
+        True,
+    )
+    assert parse_server_url("http://10.0.0.5", 50052).http_port == 8080  # Weaviate's default
+
+
+@pytest.mark.parametrize(
+    "url", ["localhost:8080", "ftp://host", "http://", "http://host:notaport", "http://h/v1"]
+)
+def test_malformed_server_urls_are_config_errors(url: str):
+    with pytest.raises(ConfigError, match="weaviate-url"):
+        parse_server_url(url, None)
+
+
+def test_the_api_key_comes_from_the_environment_only(tmp_path: Path):
+    settings = IndexSettings(store="weaviate", weaviate_url="https://w.example.com")
+    assert resolve_target(settings, tmp_path, {API_KEY_ENV: "secret"}).api_key == "secret"
+    assert resolve_target(settings, tmp_path, {}).api_key is None
+    embedded = resolve_target(IndexSettings(store="weaviate"), tmp_path, {})
+    assert embedded.server is None
+    assert embedded.data_dir == tmp_path / STORE_FOLDER  # wiped by `codeqa index --rebuild`
+
+
+def test_the_embedded_binary_is_looked_up_where_weaviate_client_keeps_it(tmp_path: Path):
+    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
+
+    binary = embedded_binary_file(tmp_path)
+    binary.write_bytes(b"")  # present under our name: the client must not download it
+    options = EmbeddedOptions(binary_path=str(tmp_path), persistence_data_path=str(tmp_path))
+    embedded = EmbeddedV4(options)  # starts nothing
+    embedded.ensure_weaviate_binary_exists()
+    assert Path(embedded._weaviate_binary_path) == binary
+
+
+def test_a_refused_connection_is_one_clear_line(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    port = _free_loopback_port()  # nothing listens there once the socket is closed
+    settings = IndexSettings(store="weaviate", weaviate_url=f"http://127.0.0.1:{port}")
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        open_weaviate_store(settings, tmp_path, 4)
+    assert time.monotonic() - started < 15
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"http://127.0.0.1:{port}" in message
+    assert "connecting failed" in message
+
+
+def test_embedded_weaviate_offline_fails_fast_saying_how_to_use_a_server(
+    tmp_path: Path, monkeypatch
+):
+    if _online():
+        pytest.skip("the binary's download host is reachable; this checks the offline path")
+    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(BINARY_DIR_ENV, str(tmp_path / "no-binary-here"))
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        open_weaviate_store(IndexSettings(store="weaviate"), tmp_path / "index", 4)
+    assert time.monotonic() - started < 10
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "offline" in message
+    assert "--store weaviate --weaviate-url http://host:8080" in message
+    assert str(tmp_path / "no-binary-here") in message  # where to put the binary by hand
+
+
+def test_a_second_process_cannot_open_the_same_embedded_index(tmp_path: Path):
+    data = tmp_path / "index" / STORE_FOLDER
+    data.mkdir(parents=True)
+    with open(data / LOCK_NAME, "a+") as held:  # as another codeqa process holds it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(StoreUnavailable, match="in use by another codeqa process"):
+            open_weaviate_store(IndexSettings(store="weaviate"), tmp_path / "index", 4)
+
+
+def test_rows_keep_every_chunk_field_and_the_code_tokens_for_bm25():
+    chunk = Chunk(
+        path="pkg/http_client.py",
+        start_line=3,
+        end_line=4,
+        language=None,
+        kind=ChunkKind.WINDOW,
+        symbol=None,
+        signature=None,
+        text="def getHTTPResponse(url):\n    return url",
+        header="# pkg/http_client.py",
+    )
+    props = _properties(chunk_to_row(chunk), has_vector=False)
+    assert "symbol" not in props and "language" not in props  # absent, never null
+    assert {"get", "http", "response", "gethttpresponse"} <= set(props["keywords"].split())
+    assert _chunk(props) == chunk
