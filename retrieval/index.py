@@ -325,8 +325,15 @@ class Index:
         self.repo_root = repo_root
         self.directory = directory
         self.manifest = manifest
-        self.embedder = load_embedder(manifest.embedder_name)
+        self._embedder: Embedder | None = None
         self._store = open_store(settings, directory, manifest.embedder_dim)
+
+    @property
+    def embedder(self) -> Embedder:
+        """Loaded on first use: keyword-only searches never pay for the model."""
+        if self._embedder is None:
+            self._embedder = load_embedder(self.manifest.embedder_name)
+        return self._embedder
 
     @property
     def chunk_count(self) -> int:

@@ -1,0 +1,93 @@
+"""Scores for an agent's answer: are its citations real, and do they point at the gold?"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from codeqa.agent.answer import Answer, Citation
+from codeqa.evals.dataset import Question
+from codeqa.evals.metrics import overlaps_gold
+
+AGENT_METRIC_NAMES = (
+    "citations_valid",
+    "citation_hit",
+    "cited_file@1",
+    "seconds/answer",
+    "tokens/answer",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentScores:
+    citations: int
+    citations_valid: float  # 1.0: at least one citation, and every one names real lines
+    citation_hit: float | None  # a cited range overlaps gold lines; None without gold lines
+    cited_file_at_1: float | None  # the first cited file is gold; None without gold files
+    seconds: float
+    tokens: int  # prompt + completion; 0 offline
+    cited: tuple[str, ...] = ()  # the citations as `path:start-end`, for reading results
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return dict(
+            zip(
+                AGENT_METRIC_NAMES,
+                (
+                    self.citations_valid,
+                    self.citation_hit,
+                    self.cited_file_at_1,
+                    self.seconds,
+                    self.tokens,
+                ),
+                strict=True,
+            )
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {"citations": self.citations, **self.as_dict(), "cited": list(self.cited)}
+
+
+def citation_is_valid(citation: Citation, repo: Path, line_counts: dict[str, int | None]) -> bool:
+    """Whether the cited file exists inside `repo` and holds lines start..end."""
+    if citation.path not in line_counts:
+        line_counts[citation.path] = _line_count(repo, citation.path)
+    count = line_counts[citation.path]
+    return count is not None and 1 <= citation.start_line <= citation.end_line <= count
+
+
+def _line_count(repo: Path, relative: str) -> int | None:
+    root = repo.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        return None
+    try:
+        with open(target, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return len(data.splitlines())
+
+
+def score_answer(answer: Answer, question: Question, repo: Path, seconds: float) -> AgentScores:
+    citations: Sequence[Citation] = answer.citations
+    line_counts: dict[str, int | None] = {}
+    valid = bool(citations) and all(citation_is_valid(c, repo, line_counts) for c in citations)
+    gold_files = question.gold_file_set
+    hit = None
+    if question.gold_lines:
+        hit = any(
+            overlaps_gold(c.path, c.start_line, c.end_line, question.gold_lines) for c in citations
+        )
+    first_file = None
+    if gold_files:
+        first_file = 1.0 if citations and citations[0].path in gold_files else 0.0
+    return AgentScores(
+        citations=len(citations),
+        citations_valid=1.0 if valid else 0.0,
+        citation_hit=None if hit is None else float(hit),
+        cited_file_at_1=first_file,
+        seconds=seconds,
+        tokens=answer.usage.prompt_tokens + answer.usage.completion_tokens,
+        cited=tuple(f"{c.path}:{c.start_line}-{c.end_line}" for c in citations),
+    )

@@ -1,0 +1,307 @@
+"""Compare embedders for dense-only retrieval quality and indexing speed on the dev sets.
+
+A measurement tool, not product code: it cuts simple function-level chunks with
+`ast` (the shape the evals README's baselines use), embeds them with each
+candidate, and scores dense-only search with the README's metrics.
+
+    .venv/bin/python -m codeqa.evals.embedder_bench --embedders wordllama minilm-int8:128 \
+        minilm-int8:256 --out /tmp/embedder_bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from codeqa.retrieval.embedders import Embedder, embedding_text, load_embedder
+from codeqa.retrieval.records import Chunk, ChunkKind
+
+TOP_K = 10
+WINDOW_LINES = 50
+READER_LINES = 200
+TEXT_SUFFIXES = {".py", ".rst", ".md", ".txt", ".toml", ".cfg"}
+MAX_FILE_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    corpus: str
+    text: str
+    gold_files: list[str]
+    gold_lines: list[tuple[str, int, int]]
+
+
+def load_questions(path: Path, corpora: set[str]) -> list[Question]:
+    out = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row["corpus"] in corpora and row["gold_files"]:
+            gold_lines = [(g["path"], g["start"], g["end"]) for g in row["gold_lines"]]
+            out.append(
+                Question(row["id"], row["corpus"], row["question"], row["gold_files"], gold_lines)
+            )
+    return out
+
+
+def chunk_corpus(root: Path) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix not in TEXT_SUFFIXES:
+            continue
+        if path.stat().st_size > MAX_FILE_BYTES:
+            continue
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8", errors="replace")
+        chunks.extend(_python_chunks(rel, text) if path.suffix == ".py" else _windows(rel, text, 1))
+    return chunks
+
+
+def _python_chunks(rel: str, text: str) -> list[Chunk]:
+    lines = text.splitlines()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return _windows(rel, text, 1)
+    covered = [False] * (len(lines) + 2)
+    chunks: list[Chunk] = []
+
+    def visit(node: ast.AST, owner: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                start = min([d.lineno for d in child.decorator_list] + [child.lineno])
+                end = child.end_lineno or child.lineno
+                symbol = f"{owner}.{child.name}" if owner else child.name
+                if isinstance(child, ast.ClassDef):
+                    methods = [
+                        n
+                        for n in child.body
+                        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                    ]
+                    if methods:
+                        first = min(
+                            [d.lineno for d in methods[0].decorator_list] + [methods[0].lineno]
+                        )
+                        head_end = max(start, first - 1)
+                        chunks.append(
+                            _chunk(rel, lines, start, head_end, symbol, ChunkKind.DECLARATION)
+                        )
+                        for i in range(start, head_end + 1):
+                            covered[i] = True
+                        visit(child, symbol)
+                        continue
+                chunks.append(_chunk(rel, lines, start, end, symbol, ChunkKind.DECLARATION))
+                for i in range(start, end + 1):
+                    covered[i] = True
+
+    visit(tree, None)
+    run: list[int] = []
+    for number in range(1, len(lines) + 1):
+        if not covered[number]:
+            run.append(number)
+        if run and (covered[number] or number == len(lines) or len(run) >= WINDOW_LINES):
+            body = [n for n in run if lines[n - 1].strip()]
+            if body:
+                chunks.append(_chunk(rel, lines, run[0], run[-1], None, ChunkKind.PREAMBLE))
+            run = []
+    return chunks
+
+
+def _windows(rel: str, text: str, first: int) -> list[Chunk]:
+    lines = text.splitlines()
+    out = []
+    for start in range(0, len(lines), WINDOW_LINES):
+        end = min(start + WINDOW_LINES, len(lines))
+        if any(line.strip() for line in lines[start:end]):
+            out.append(_chunk(rel, lines, start + first, end, None, ChunkKind.WINDOW))
+    return out
+
+
+def _chunk(
+    rel: str, lines: list[str], start: int, end: int, symbol: str | None, kind: ChunkKind
+) -> Chunk:
+    text = "\n".join(lines[start - 1 : end])
+    header = f"# {rel}" + (f" :: {symbol}" if symbol else "")
+    return Chunk(rel, start, end, "python", kind, symbol, None, text, header)
+
+
+def score(question: Question, ranked: list[Chunk]) -> dict[str, float]:
+    files: list[str] = []
+    for chunk in ranked:
+        if chunk.path not in files:
+            files.append(chunk.path)
+    gold = set(question.gold_files)
+    first = next((i for i, f in enumerate(files) if f in gold), None)
+
+    def overlaps(chunk: Chunk) -> bool:
+        return any(
+            p == chunk.path and s <= chunk.end_line and chunk.start_line <= e
+            for p, s, e in question.gold_lines
+        )
+
+    read = 0
+    line200 = 0.0
+    for chunk in ranked:
+        lines = chunk.end_line - chunk.start_line + 1
+        for p, s, e in question.gold_lines:
+            if p == chunk.path and s <= chunk.end_line and chunk.start_line <= e:
+                if read + (max(s, chunk.start_line) - chunk.start_line) < READER_LINES:
+                    line200 = 1.0
+        read += lines
+        if read >= READER_LINES:
+            break
+    return {
+        "file@1": float(first == 0),
+        "file@5": float(first is not None and first < 5),
+        "mrr": 1.0 / (first + 1) if first is not None else 0.0,
+        "line@10": float(any(overlaps(c) for c in ranked)),
+        "line@200L": line200,
+    }
+
+
+def make_embedder(spec: str) -> Embedder:
+    """`name` or `minilm-int8:<max_tokens>[:<tokens_per_batch>[:<threads>]]`."""
+    name, *params = spec.split(":")
+    if name == "minilm-int8" and params:
+        from codeqa.retrieval.embedder_onnx import OnnxEmbedder
+
+        values = [int(p) for p in params]
+        kwargs = dict(zip(["max_tokens", "tokens_per_batch", "threads"], values, strict=False))
+        return OnnxEmbedder(**kwargs)
+    return load_embedder(spec)
+
+
+def embed_timed(
+    embedder: Embedder, texts: list[str], cache: Path | None
+) -> tuple[np.ndarray, float, float]:
+    """Vectors, wall seconds and CPU seconds of this process (robust to a busy machine)."""
+    if cache is not None and cache.exists():
+        data = np.load(cache)
+        return data["vectors"], float(data["seconds"]), float(data["cpu_seconds"])
+    started, cpu_started = time.perf_counter(), time.process_time()
+    vectors = embedder.embed(texts)
+    seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu_started
+    if cache is not None:
+        np.savez(cache, vectors=vectors, seconds=seconds, cpu_seconds=cpu_seconds)
+    return vectors, seconds, cpu_seconds
+
+
+def evaluate(
+    embedder: Embedder, spec: str, questions: list[Question], corpora_root: Path, cache_dir: Path
+) -> dict[str, object]:
+    by_corpus: dict[str, list[Question]] = {}
+    for q in questions:
+        by_corpus.setdefault(q.corpus, []).append(q)
+    totals: dict[str, float] = {}
+    embed_seconds = 0.0
+    cpu_seconds = 0.0
+    chunk_count = 0
+    per_corpus = {}
+    for corpus, qs in by_corpus.items():
+        chunks = chunk_corpus(corpora_root / corpus)
+        texts = [embedding_text(c) for c in chunks]
+        safe = spec.replace(":", "_")
+        vectors, seconds, cpu = embed_timed(embedder, texts, cache_dir / f"{safe}__{corpus}.npz")
+        per_corpus[corpus] = {
+            "chunks": len(chunks),
+            "embed_s": round(seconds, 1),
+            "cpu_s": round(cpu, 1),
+        }
+        embed_seconds += seconds
+        cpu_seconds += cpu
+        chunk_count += len(chunks)
+        queries = embedder.embed([q.text for q in qs])
+        sims = queries @ vectors.T
+        for q, row in zip(qs, sims, strict=True):
+            top = np.argsort(-row)[:TOP_K]
+            for key, value in score(q, [chunks[i] for i in top]).items():
+                totals[key] = totals.get(key, 0.0) + value
+    metrics = {k: round(v / len(questions), 3) for k, v in totals.items()}
+    return {
+        "metrics": metrics,
+        "questions": len(questions),
+        "chunks": chunk_count,
+        "embed_s": round(embed_seconds, 1),
+        "chunks_per_s": round(chunk_count / embed_seconds, 1),
+        "cpu_s": round(cpu_seconds, 1),
+        "chunks_per_cpu_s": round(chunk_count / cpu_seconds, 1),
+        "per_corpus": per_corpus,
+    }
+
+
+def throughput(
+    embedder: Embedder, texts: list[str], unsorted_batch: int | None
+) -> dict[str, float]:
+    """Chunks per wall second and per CPU second of this process."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    if unsorted_batch:
+        for i in range(0, len(texts), unsorted_batch):
+            embedder.embed(texts[i : i + unsorted_batch])
+    else:
+        embedder.embed(texts)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return {"per_s": round(len(texts) / wall, 1), "per_cpu_s": round(len(texts) / cpu, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evals", type=Path, default=Path("/work/shared/evals"))
+    parser.add_argument("--corpora", type=Path, default=Path.home() / "corpora")
+    parser.add_argument("--embedders", nargs="+", default=["wordllama", "minilm-int8"])
+    parser.add_argument("--sets", nargs="+", default=["sweqa", "django"])
+    parser.add_argument(
+        "--throughput-sample",
+        type=int,
+        default=0,
+        help="only measure chunks/s on this many django chunks (sorted vs unsorted)",
+    )
+    parser.add_argument("--unsorted", action="store_true", help="also time unsorted batches of 32")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/embedder-bench-cache"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    results: dict[str, object] = {}
+    if args.throughput_sample:
+        chunks = chunk_corpus(args.corpora / "django-2.2-wheel")
+        rng = np.random.default_rng(0)
+        picked = rng.choice(
+            len(chunks), size=min(args.throughput_sample, len(chunks)), replace=False
+        )
+        texts = [embedding_text(chunks[i]) for i in picked]
+        for spec in args.embedders:
+            embedder = make_embedder(spec)
+            embedder.embed(texts[:8])  # warm-up
+            row = {"sorted": throughput(embedder, texts, None)}
+            if spec.startswith("minilm") and args.unsorted:
+                row["unsorted_batch32"] = throughput(embedder, texts, 32)
+            results[spec] = row
+            print(spec, row, flush=True)
+    else:
+        sets = {
+            "sweqa": (
+                args.evals / "sweqa-dev.jsonl",
+                {"requests-2.32.5-sdist", "flask-3.1.1-sdist"},
+            ),
+            "django": (args.evals / "swebench-loc-dev.jsonl", {"django-2.2-wheel"}),
+        }
+        for spec in args.embedders:
+            embedder = make_embedder(spec)
+            for name in args.sets:
+                path, corpora = sets[name]
+                row = evaluate(
+                    embedder, spec, load_questions(path, corpora), args.corpora, args.cache
+                )
+                results[f"{spec} {name}"] = row
+                print(spec, name, json.dumps(row), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

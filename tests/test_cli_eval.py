@@ -1,0 +1,197 @@
+"""`codeqa eval` as a user runs it: the shipped sample end to end, errors, and --compare."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from codeqa.evals.dataset import load_dataset
+from codeqa.evals.metrics import METRIC_NAMES, RankedResult, score_question, summarise
+from codeqa.evals.runner import CorpusLocator, codeqa_source_root
+from codeqa.tui.cli import main
+from codeqa.tui.cli.eval import sample_dataset_path
+
+
+@pytest.fixture(scope="module")
+def sample_corpora(tmp_path_factory) -> Path:
+    """A corpora folder whose `codeqa` corpus holds copies of the files the sample asks about.
+
+    Copies rather than the live tree: indexing all of codeqa would make the test slow,
+    and the copies keep the gold paths exactly as they are in the source tree.
+    """
+    corpora = tmp_path_factory.mktemp("corpora")
+    root = codeqa_source_root()
+    for question in load_dataset(sample_dataset_path()):
+        for path in question.gold_file_set:
+            target = corpora / "codeqa" / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / path, target)
+    return corpora
+
+
+def run_eval(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["eval", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_sample_runs_end_to_end_and_summary_matches_per_question_results(
+    sample_corpora, tmp_path, capsys
+):
+    out = tmp_path / "results.jsonl"
+    code, stdout, stderr = run_eval(
+        capsys,
+        "--corpora", str(sample_corpora),
+        "--index-root", str(tmp_path / "indexes"),
+        "--mode", "bm25",
+        "--json",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    questions = {q.id: q for q in load_dataset(sample_dataset_path())}
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == list(questions)
+    assert "corpus codeqa:" in stderr and "questions" in stderr  # progress went to stderr
+
+    # Every result names real lines of a real file in the corpus.
+    for row in rows:
+        assert 1 <= len(row["results"]) <= 10
+        for r in row["results"]:
+            lines = (sample_corpora / "codeqa" / r["path"]).read_text().splitlines()
+            assert 1 <= r["start"] <= r["end"] <= len(lines)
+
+    # The summary is exactly the mean of the per-question results written to --out.
+    rescored = summarise(
+        [
+            score_question(
+                [RankedResult(r["path"], r["start"], r["end"]) for r in row["results"]],
+                questions[row["id"]],
+            )
+            for row in rows
+        ]
+    )
+    overall = summary["groups"]["overall"]
+    assert overall["questions"] == len(questions) == overall["with_gold_lines"]
+    for name in METRIC_NAMES:
+        assert overall["metrics"][name] == pytest.approx(rescored.means[name], abs=1e-4)
+    assert summary["groups"]["codeqa"]["metrics"] == overall["metrics"]
+    assert summary["about"]["mode"] == "bm25"
+
+
+def test_markdown_table_lists_overall_and_each_corpus(sample_corpora, tmp_path, capsys):
+    code, stdout, _ = run_eval(
+        capsys,
+        "--corpora", str(sample_corpora),
+        "--index-root", str(tmp_path / "indexes"),
+        "--mode", "bm25",
+        "--limit", "2",
+    )  # fmt: skip
+    assert code == 0
+    header = next(line for line in stdout.splitlines() if line.startswith("| corpus"))
+    assert all(name in header for name in METRIC_NAMES)
+    assert any(line.startswith("| **overall** | 2/2/2 |") for line in stdout.splitlines())
+    assert any(line.startswith("| codeqa | 2/2/2 |") for line in stdout.splitlines())
+
+
+def test_compare_prints_both_runs_with_deltas(sample_corpora, tmp_path, capsys):
+    summaries = []
+    for top in ("1", "10"):
+        code, stdout, _ = run_eval(
+            capsys,
+            "--corpora", str(sample_corpora),
+            "--index-root", str(tmp_path / "indexes"),
+            "--mode", "bm25",
+            "--top", top,
+            "--json",
+        )  # fmt: skip
+        assert code == 0
+        path = tmp_path / f"top{top}.json"
+        path.write_text(stdout)
+        summaries.append(json.loads(stdout)["groups"]["overall"]["metrics"])
+    code, stdout, _ = run_eval(
+        capsys, "--compare", str(tmp_path / "top1.json"), str(tmp_path / "top10.json")
+    )
+    assert code == 0
+    assert "results: 1 → 10" in stdout
+    row = next(line for line in stdout.splitlines() if "| lines_returned@10 |" in line)
+    a, b = summaries[0]["lines_returned@10"], summaries[1]["lines_returned@10"]
+    cells = [cell.strip() for cell in row.split("|")[1:-1]]
+    assert cells[2:4] == [f"{a:.0f}", f"{b:.0f}"]
+    assert cells[4] == ("±0" if round(b - a) == 0 else f"+{b - a:.0f}")
+
+
+def test_missing_corpus_is_one_line_error_before_any_indexing(tmp_path, capsys):
+    dataset = tmp_path / "set.jsonl"
+    dataset.write_text(json.dumps({"id": "1", "corpus": "nowhere-1.0", "question": "why?"}) + "\n")
+    code, stdout, stderr = run_eval(
+        capsys, str(dataset), "--corpora", str(tmp_path), "--index-root", str(tmp_path / "i")
+    )
+    assert code == 1 and stdout == ""
+    assert stderr.strip() == f"codeqa: error: corpus 'nowhere-1.0' is not at {tmp_path}/nowhere-1.0"
+    assert not (tmp_path / "i").exists()
+
+
+def test_malformed_dataset_is_reported_with_its_line(tmp_path, capsys):
+    dataset = tmp_path / "set.jsonl"
+    dataset.write_text('{"id": "1", "corpus": "c", "question": "q"}\n{"id": "2", "corpus": "c"}\n')
+    code, _, stderr = run_eval(capsys, str(dataset), "--corpora", str(tmp_path))
+    assert code == 1
+    assert stderr.strip() == (f"codeqa: error: {dataset}:2: missing required field 'question'")
+
+
+def test_compare_rejects_a_file_that_is_not_a_summary(tmp_path, capsys):
+    not_summary = tmp_path / "results.jsonl"
+    not_summary.write_text('{"id": "1"}\n')
+    code, _, stderr = run_eval(capsys, "--compare", str(not_summary), str(not_summary))
+    assert code == 1
+    assert "is not JSON" in stderr or "is not a codeqa eval summary" in stderr
+
+
+def test_bad_repo_override_is_a_usage_error(capsys):
+    code, _, stderr = run_eval(capsys, "--repo", "codeqa")
+    assert code == 1 and "--repo expects ID=PATH" in stderr
+
+
+def test_corpus_id_codeqa_maps_to_the_source_tree_unless_overridden(tmp_path):
+    assert CorpusLocator().path_for("codeqa") == codeqa_source_root()
+    assert (codeqa_source_root() / "retrieval" / "records.py").is_file()
+    assert CorpusLocator(overrides={"codeqa": tmp_path}).path_for("codeqa") == tmp_path
+    (tmp_path / "codeqa").mkdir()
+    assert CorpusLocator(corpora_dir=tmp_path).path_for("codeqa") == tmp_path / "codeqa"
+
+
+def test_agent_mode_scores_offline_answers_and_their_citations(sample_corpora, tmp_path, capsys):
+    out = tmp_path / "agent.jsonl"
+    code, stdout, stderr = run_eval(
+        capsys,
+        "--corpora", str(sample_corpora),
+        "--index-root", str(tmp_path / "indexes"),
+        "--mode", "bm25",
+        "--agent",
+        "--limit", "3",
+        "--json",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["about"]["mode"] == "agent" and summary["about"]["model"] is None
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3
+    for row in rows:
+        agent = row["agent"]
+        assert agent["tokens/answer"] == 0  # offline: no model, no tokens
+        # citations_valid agrees with the cited lines' existence in the corpus
+        valid = bool(agent["cited"])
+        for cited in agent["cited"]:
+            path, _, span = cited.rpartition(":")
+            start, end = (int(n) for n in span.split("-"))
+            file = sample_corpora / "codeqa" / path
+            valid &= file.is_file() and 1 <= start <= end <= len(file.read_text().splitlines())
+        assert agent["citations_valid"] == float(valid)
+    means = summary["groups"]["overall"]["metrics"]
+    assert means["citations_valid"] == pytest.approx(
+        sum(r["agent"]["citations_valid"] for r in rows) / 3, abs=1e-4
+    )

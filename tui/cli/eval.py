@@ -1,0 +1,230 @@
+"""`codeqa eval`: score retrieval (or the agent) on a question set; `--compare` two runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import TextIO
+
+from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.records import SearchMode
+
+SAMPLE_DATASET = "codeqa-sample.jsonl"
+
+
+class EvalUsageError(CodeqaError):
+    pass
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="score retrieval on a question set with gold code locations",
+        description=(
+            "Run every question of DATASET (JSONL, schema in evals/SCHEMA.md) against an index "
+            "of its corpus and report file@1, file@5, mrr, line@10, line@200L and "
+            "lines_returned@10, overall and per corpus. Without DATASET, runs the shipped "
+            "sample about codeqa's own code."
+        ),
+    )
+    parser.add_argument("dataset", type=Path, nargs="?", help="questions, one JSON per line")
+    parser.add_argument(
+        "--corpora", type=Path, metavar="DIR", help="folder holding one folder per corpus id"
+    )
+    parser.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="ID=PATH",
+        help="take corpus ID from PATH (repeatable; wins over --corpora)",
+    )
+    parser.add_argument(
+        "--mode", choices=[m.value for m in SearchMode], default=SearchMode.HYBRID.value
+    )
+    parser.add_argument("--limit", type=int, metavar="N", help="run only the first N questions")
+    parser.add_argument(
+        "--top", type=int, default=10, metavar="K", help="results kept per question (default 10)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--out", type=Path, metavar="RESULTS.jsonl", help="write per-question results here"
+    )
+    parser.add_argument("--agent", action="store_true", help="score the agent's answers too")
+    parser.add_argument("--model", help="with --agent: litellm model (default: offline answers)")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("A.json", "B.json"),
+        help="print two saved --json summaries side by side with deltas",
+    )
+    parser.add_argument("--embed-model", help="embedding model: 'default' or any litellm model")
+    parser.add_argument("--store", choices=("lancedb", "weaviate"), help="vector store backend")
+    parser.add_argument(
+        "--index-root",
+        type=Path,
+        metavar="DIR",
+        help="keep each corpus's index at DIR/<corpus id> (default: user cache)",
+    )
+    parser.set_defaults(func=run)
+
+
+def parse_repo_overrides(values: list[str]) -> dict[str, Path]:
+    overrides = {}
+    for value in values:
+        corpus, sep, path = value.partition("=")
+        if not sep or not corpus or not path:
+            raise EvalUsageError(f"--repo expects ID=PATH, got {value!r}")
+        overrides[corpus] = Path(path).expanduser()
+    return overrides
+
+
+def sample_dataset_path() -> Path:
+    """The shipped sample dataset (questions about codeqa's own code)."""
+    return Path(str(resources.files("codeqa.evals") / "samples" / SAMPLE_DATASET))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        if args.dataset is not None:
+            raise EvalUsageError("give either DATASET or --compare A.json B.json, not both")
+        return _compare(*args.compare)
+    if args.limit is not None and args.limit < 1:
+        raise EvalUsageError("--limit must be at least 1")
+    if args.top < 1:
+        raise EvalUsageError("--top must be at least 1")
+    if args.model and not args.agent:
+        raise EvalUsageError("--model only applies with --agent")
+    return _evaluate(args)
+
+
+def _compare(a_path: Path, b_path: Path) -> int:
+    from codeqa.evals.report import load_summary, markdown_comparison
+
+    a, b = load_summary(a_path), load_summary(b_path)
+    print(markdown_comparison(a, b, str(a_path), str(b_path)), end="")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from codeqa.evals.dataset import load_dataset
+    from codeqa.evals.report import markdown_summary, summarise_run
+    from codeqa.evals.runner import CorpusLocator, EvalOptions, QuestionResult, run_eval
+    from codeqa.tui.settings import load_settings
+
+    overrides = parse_repo_overrides(args.repo)
+    dataset = args.dataset or sample_dataset_path()
+    questions = load_dataset(dataset)
+    if args.limit is not None:
+        questions = questions[: args.limit]
+    settings = load_settings(None, {"embed_model": args.embed_model, "store": args.store})
+    options = EvalOptions(
+        mode=SearchMode(args.mode),
+        results_per_question=args.top,
+        index_root=args.index_root,
+        agent=args.agent,
+        model=args.model or (settings.model if args.agent else None),
+    )
+    locator = CorpusLocator(args.corpora, overrides)
+    display = _RunDisplay(len(questions), sys.stderr)
+    done: list[QuestionResult] = []
+    out = _open_results(args.out)
+    try:
+        run_eval(questions, locator, settings.index, options, display.observer(done, out))
+    except KeyboardInterrupt:
+        display.close()
+        if not done:
+            raise
+        print(
+            f"codeqa: interrupted after {len(done)} of {len(questions)} questions; "
+            "the summary below covers those only",
+            file=sys.stderr,
+        )
+    finally:
+        display.close()
+        if out is not None:
+            out.close()
+    from codeqa.retrieval.chunker import CHUNKER_VERSION
+
+    about = {
+        "dataset": dataset.name,
+        "mode": "agent" if args.agent else options.mode.value,
+        "results": options.results_per_question,
+        "embedder": ", ".join(sorted(display.embedders)) or None,
+        "chunker": CHUNKER_VERSION,
+        "model": options.model if args.agent else None,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+    summary = summarise_run(done, about)
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+    else:
+        print(markdown_summary(summary), end="")
+    return 0
+
+
+def _open_results(path: Path | None) -> TextIO | None:
+    if path is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "w", encoding="utf-8")
+    except OSError as error:
+        raise EvalUsageError(f"cannot write results to {path}: {error.strerror}") from None
+
+
+class _RunDisplay:
+    """Progress on stderr: index building per corpus, then a bar over all questions."""
+
+    def __init__(self, total: int, stream: TextIO):
+        from codeqa.tui.cli.progress import ProgressPrinter
+
+        self.total = total
+        self.stream = stream
+        self.embedders: set[str] = set()
+        self._index_progress = ProgressPrinter(stream)
+        self._questions = ProgressPrinter(stream)
+
+    def observer(self, done: list, out: TextIO | None):
+        from codeqa.evals.runner import RunObserver
+        from codeqa.retrieval.index import ProgressEvent
+
+        def corpus_started(corpus: str, repo: Path) -> None:
+            from codeqa.tui.cli.progress import ProgressPrinter
+
+            self._questions.close()
+            # A fresh printer per corpus: its rates and timings start with this corpus.
+            self._index_progress = ProgressPrinter(self.stream)
+            print(f"corpus {corpus}: {repo}", file=self.stream)
+
+        def corpus_indexed(event) -> None:
+            self._index_progress.close()
+            self.embedders.add(event.embedder)
+            print(
+                f"  index ready: {event.chunks} chunks, {event.embedder}, {event.seconds:.1f} s",
+                file=self.stream,
+            )
+
+        def question_done(result) -> None:
+            done.append(result)
+            if out is not None:
+                out.write(json.dumps(result.to_json()) + "\n")
+                out.flush()  # an interrupted run keeps every finished question
+            self._questions(
+                ProgressEvent("questions", len(done), self.total, result.question.corpus)
+            )
+
+        return RunObserver(
+            corpus_started=corpus_started,
+            index_progress=lambda event: self._index_progress(event),
+            corpus_indexed=corpus_indexed,
+            question_done=question_done,
+        )
+
+    def close(self) -> None:
+        self._index_progress.close()
+        self._questions.close()
