@@ -183,7 +183,9 @@ def corpus_index_settings(base: IndexSettings, options: EvalOptions, corpus: str
     """The index settings for one corpus: its own folder under `index_root` when one is given."""
     if options.index_root is None:
         return base
-    return replace(base, index_dir=options.index_root / corpus)
+    # One vector cache for all corpora: releases of one project share most chunks.
+    cache = base.vector_cache or options.index_root / "vectors.sqlite"
+    return replace(base, index_dir=options.index_root / corpus, vector_cache=cache)
 
 
 @contextmanager

@@ -35,6 +35,24 @@ class IndexSettings:
     max_file_bytes: int = 1_000_000
     weaviate_url: str | None = None
     weaviate_grpc_port: int | None = None
+    vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir
+
+
+VECTOR_CACHE_NAME = "vectors.sqlite"
+
+
+def vector_cache_path(settings: IndexSettings, index_dir: Path) -> Path:
+    """Where embedded vectors are cached by content hash.
+
+    By default one cache serves every repository a user indexes, so a second checkout,
+    another branch or an older release of the same project re-embeds only what differs.
+    An index placed explicitly (`--index-dir`) keeps its cache beside it, self-contained.
+    """
+    if settings.vector_cache is not None:
+        return settings.vector_cache
+    if settings.index_dir is None:
+        return default_index_root().parent / VECTOR_CACHE_NAME
+    return index_dir / VECTOR_CACHE_NAME
 
 
 def default_index_root() -> Path:

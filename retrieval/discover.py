@@ -87,6 +87,12 @@ LOCK_FILE_NAMES = frozenset({
 })
 LOCK_FILE_SUFFIXES = (".lock", ".lockfile")
 
+# Data that is text but not code: translation catalogs, source maps, vector images and
+# tables. In django-2.2 the .po catalogs alone are 337k lines (2.7x its Python): their
+# msgid strings match error-message queries ahead of the code that raises them, and
+# embedding them would triple indexing time for no answerable question.
+DATA_FILE_SUFFIXES = (".po", ".pot", ".map", ".svg", ".csv", ".tsv")
+
 # A user's keys must never land in an index or a prompt. Names are matched lower-cased.
 # `.env` templates (`.env.example` …) are kept: they exist to be committed and shared, and
 # they answer "what settings does this need?". `credentials`/`secrets` are only secret as
@@ -138,6 +144,7 @@ class DiscoverOptions:
     include_secrets: bool = False  # True indexes .env, keys, … (never the default)
     extra_ignore: tuple[str, ...] = ()  # gitignore-syntax patterns relative to the root
     follow_symlinks: bool = True  # symlinks resolving inside the repo; outside never
+    include_data_files: bool = False  # True indexes .po catalogs, source maps, .svg, .csv …
 
 
 # ---------------------------------------------------------------------------
@@ -500,6 +507,8 @@ class _Walk:
             return SkipReason.SECRET  # a link to .env is as secret as .env
         if _is_lock_file(name):
             return SkipReason.LOCK_FILE
+        if not self.options.include_data_files and name.lower().endswith(DATA_FILE_SUFFIXES):
+            return SkipReason.DATA_FILE
         if rules.ignored(rel, is_dir=False):
             return SkipReason.IGNORED
         if _has_binary_extension(name):

@@ -34,9 +34,9 @@ class Embedder(Protocol):
 
 # The header (path, class, signature) tells the model where the code lives, which is
 # often what a question names. The cut bounds tokenizer work on huge chunks: the
-# default model reads at most 256 word pieces (~1k characters of code); hosted
-# models with long windows still see a generous prefix. The chunk text itself is
-# never truncated, only what is sent to the model.
+# default model reads at most 128 word pieces (~500 characters of code) and
+# truncates the rest itself; hosted models with long windows see a generous prefix.
+# The chunk text itself is never truncated, only what is sent to the model.
 EMBEDDING_TEXT_MAX_CHARS = 6_000
 
 DEFAULT_EMBEDDER = "minilm-int8"

@@ -25,6 +25,7 @@ from codeqa.retrieval.config import (
     FILES_PER_BATCH,
     IndexSettings,
     index_dir_for,
+    vector_cache_path,
 )
 from codeqa.retrieval.discover import DiscoverOptions, discover
 from codeqa.retrieval.embedders import Embedder, embedding_text, load_embedder
@@ -45,7 +46,6 @@ from codeqa.retrieval.vector_cache import VectorCache
 CONTENT_VERSION = f"chunker {CHUNKER_VERSION}, keywords {KEYWORDS_VERSION}"
 
 STORE_FOLDER = "store"
-VECTOR_CACHE_NAME = "vectors.sqlite"
 LOCK_NAME = "lock"
 
 
@@ -157,7 +157,7 @@ def build_index(
             )
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
         store = open_store(settings, directory, embedder.dim)
-        cache = VectorCache(directory / VECTOR_CACHE_NAME, embedder.name)
+        cache = VectorCache(vector_cache_path(settings, directory), embedder.name)
         try:
             changed, seen = _scan(root, settings, manifest, report, notify)
             removed = sorted(set(manifest.files) - seen)
@@ -325,6 +325,7 @@ class Index:
         self.repo_root = repo_root
         self.directory = directory
         self.manifest = manifest
+        self._settings = settings
         self._embedder: Embedder | None = None
         self._store = open_store(settings, directory, manifest.embedder_dim)
 
@@ -364,7 +365,9 @@ class Index:
     ) -> int:
         """Embed what is still missing (e.g. after `build_index(embed=False)`)."""
         with _exclusive(self.directory):
-            cache = VectorCache(self.directory / VECTOR_CACHE_NAME, self.embedder.name)
+            cache = VectorCache(
+                vector_cache_path(self._settings, self.directory), self.embedder.name
+            )
             try:
                 return fill_vectors(
                     self._store, cache, self.embedder, progress or (lambda e: None), cancel

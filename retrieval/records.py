@@ -23,6 +23,7 @@ class SkipReason(StrEnum):
     IGNORED = "ignored"
     SECRET = "secret"
     LOCK_FILE = "lock file"
+    DATA_FILE = "data file"
     SYMLINK_OUTSIDE = "symlink outside repo"
     SYMLINK_LOOP = "symlink loop"
     UNREADABLE = "unreadable"

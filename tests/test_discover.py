@@ -557,3 +557,18 @@ def test_order_is_deterministic_and_sorted_by_path_parts(tmp_path: Path) -> None
 def test_accepts_a_string_root_and_reports_posix_relative_paths(tmp_path: Path) -> None:
     make_tree(tmp_path, {"pkg/sub/mod.py": "x\n"})
     assert [r.path for r in discover(str(tmp_path))] == ["pkg/sub/mod.py"]
+
+
+def test_translation_catalogs_and_other_data_files_are_skipped_by_default(tmp_path):
+    (tmp_path / "locale").mkdir()
+    (tmp_path / "locale" / "django.po").write_text('msgid "Enter a valid value."\nmsgstr ""\n')
+    (tmp_path / "app.js.map").write_text('{"version": 3}\n')
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "views.py").write_text("def index():\n    return 1\n")
+    found = {item.path: item for item in discover(tmp_path)}
+    assert isinstance(found["views.py"], SourceFile)
+    for path in ("locale/django.po", "app.js.map", "table.csv"):
+        assert found[path] == SkippedFile(path, SkipReason.DATA_FILE)
+    with_data = {item.path for item in discover(tmp_path, DiscoverOptions(include_data_files=True))
+                 if isinstance(item, SourceFile)}
+    assert {"locale/django.po", "app.js.map", "table.csv"} <= with_data
