@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from codeqa.retrieval.offline import prepare_offline_environment
 
 prepare_offline_environment()
 
+if TYPE_CHECKING:
+    from codeqa.retrieval.index import Index
+
 # A real, small package from the standard library: four files, ~1,000 lines.
 JSON_PACKAGE = Path(json.__file__).parent
 JSON_FILES = ("__init__.py", "decoder.py", "encoder.py", "scanner.py")
+# A fake credential planted beside the code: it must never reach an index, prompt or answer.
+SECRET_NAME = "JSONDecodeError_TOKEN"
+SECRET_VALUE = "sk-live-0123456789abcdef"
 
 
 @pytest.fixture
@@ -30,3 +38,26 @@ def small_repo(tmp_path: Path) -> Path:
 def index_dir(tmp_path: Path) -> Path:
     """Indexes built by tests live here, never in the user's cache."""
     return tmp_path / "index"
+
+
+@pytest.fixture(scope="module")
+def json_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    """The real hybrid index of a copy of the `json` package, built once per test module.
+
+    The repository also holds a `.env` with a fake key: discovery must keep it out of
+    the index, so nothing built on this index may ever show it.
+    """
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.index import build_index, open_index
+
+    base = tmp_path_factory.mktemp("json_index")
+    repo = base / "repo"
+    (repo / "json").mkdir(parents=True)
+    for name in JSON_FILES:
+        shutil.copy(JSON_PACKAGE / name, repo / "json" / name)
+    (repo / ".env").write_text(f"{SECRET_NAME}={SECRET_VALUE}\n")
+    settings = IndexSettings(index_dir=base / "index")
+    build_index(repo, settings)
+    index = open_index(repo, settings)
+    yield index
+    index.close()

@@ -1,0 +1,83 @@
+"""The agent's public face: ask a question about an indexed repository, get a cited Answer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from codeqa.agent.answer import Answer, Usage
+from codeqa.agent.errors import EmptyQuestion
+from codeqa.agent.graph import build_graph
+from codeqa.agent.llm import LLMClient
+from codeqa.agent.nodes import AgentContext
+from codeqa.agent.retriever import Retriever
+from codeqa.agent.settings import AgentSettings
+from codeqa.agent.state import CHECKPOINT_TYPES, fresh_turn
+from codeqa.agent.tools import RepoTools
+from codeqa.retrieval.offline import prepare_offline_environment
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+# Encoding used to count evidence tokens: close enough for every current model family
+# to keep the prompt inside the budget, and bundled with litellm (no download).
+TOKEN_ENCODING = "cl100k_base"
+
+
+class Assistant:
+    """Answers questions about one repository; remembers each `thread_id`'s conversation."""
+
+    def __init__(self, retriever: Retriever, settings: AgentSettings | None = None):
+        self.retriever = retriever
+        self.settings = settings or AgentSettings.from_env()
+        self._llm = LLMClient(self.settings) if self.settings.model else None
+        serde = JsonPlusSerializer(allowed_msgpack_modules=CHECKPOINT_TYPES)
+        self._graph = build_graph(InMemorySaver(serde=serde))
+        prepare_offline_environment()
+        import tiktoken
+
+        self._encoding = tiktoken.get_encoding(TOKEN_ENCODING)
+
+    @property
+    def model(self) -> str | None:
+        return self.settings.model
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def ask(
+        self,
+        question: str,
+        *,
+        thread_id: str = "default",
+        on_token: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Answer:
+        """Answer `question`, streaming the draft to `on_token`; `cancel` stops it early."""
+        if not question.strip():
+            raise EmptyQuestion("the question is empty")
+        started = time.perf_counter()
+        context = AgentContext(
+            retriever=self.retriever,
+            tools=RepoTools(self.retriever),
+            settings=self.settings,
+            llm=self._llm,
+            count_tokens=self.count_tokens,
+            on_token=on_token,
+            cancel=cancel,
+        )
+        state = self._graph.invoke(
+            fresh_turn(question.strip()),
+            config={"configurable": {"thread_id": thread_id}},
+            context=context,
+        )
+        return Answer(
+            text=state["text"],
+            citations=state["citations"],
+            queries=state["searched"],
+            sources=state["hits"],
+            model=self.settings.model,
+            usage=state.get("usage") or Usage(),
+            seconds=time.perf_counter() - started,
+            notes=state["notes"],
+        )

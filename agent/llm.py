@@ -1,0 +1,223 @@
+"""Talking to a language model through litellm: retries, streaming, cancel, usage and cost."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from codeqa.agent.answer import Usage
+from codeqa.agent.errors import LLMError, LLMRateLimited, LLMUnavailable
+from codeqa.agent.settings import AgentSettings
+from codeqa.retrieval.offline import prepare_offline_environment
+
+Message = dict[str, str]
+TokenCallback = Callable[[str], None]
+
+# Provider messages can run to pages; a user needs the first line.
+MAX_ERROR_CHARS = 240
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    usage: Usage
+    cancelled: bool = False  # the caller's cancel event stopped the stream
+
+
+class _StreamBroken(Exception):
+    """A stream failed after tokens reached the caller: retrying would repeat them."""
+
+
+def load_litellm() -> ModuleType:
+    """Import litellm offline-safe and quiet (it is slow to import, so only when needed)."""
+    prepare_offline_environment()
+    import litellm
+
+    litellm.suppress_debug_info = True  # otherwise it prints provider lists to stdout
+    return litellm
+
+
+class LLMClient:
+    """One configured model; `complete` retries transient failures, maps the rest to our errors."""
+
+    def __init__(self, settings: AgentSettings):
+        if not settings.model:
+            raise LLMUnavailable("no model configured; pass --model or set CODEQA_MODEL")
+        self.model = settings.model
+        self._settings = settings
+        self._checked = False
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Send `messages`; stream tokens to `on_token` if given; `cancel` stops the stream."""
+        litellm = load_litellm()
+        self.check(litellm)
+        from tenacity import (
+            Retrying,
+            retry_if_exception,
+            stop_after_attempt,
+            wait_exponential_jitter,
+        )
+
+        settings = self._settings
+        retrying = Retrying(
+            stop=stop_after_attempt(settings.retries + 1),
+            wait=wait_exponential_jitter(
+                initial=settings.retry_initial_seconds,
+                max=settings.retry_max_seconds,
+                jitter=settings.retry_initial_seconds,
+            ),
+            retry=retry_if_exception(lambda error: _is_transient(litellm, error)),
+            reraise=True,
+        )
+        call = self._stream if on_token is not None else self._once
+        try:
+            return retrying(call, litellm, list(messages), on_token, cancel, max_tokens)
+        except _StreamBroken as broken:
+            raise _as_codeqa_error(litellm, self.model, broken.__cause__, 1) from None
+        except Exception as error:
+            if isinstance(error, LLMError):
+                raise
+            attempts = retrying.statistics.get("attempt_number", 1)
+            raise _as_codeqa_error(litellm, self.model, error, attempts) from error
+
+    def check(self, litellm: ModuleType | None = None) -> None:
+        """Fail fast, in one line, for an unknown provider or a missing API key."""
+        if self._checked:
+            return
+        litellm = litellm or load_litellm()
+        try:
+            litellm.get_llm_provider(self.model)
+        except Exception:
+            raise LLMUnavailable(
+                f"unknown model {self.model!r}: use a litellm model string such as "
+                "'openai/gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3'"
+            ) from None
+        missing = litellm.validate_environment(model=self.model).get("missing_keys") or []
+        # A missing *_API_BASE has a default (e.g. a local Ollama); a missing key does not.
+        missing_keys = [name for name in missing if name.endswith("_KEY")]
+        if missing_keys:
+            raise LLMUnavailable(
+                f"model {self.model!r} needs {', '.join(missing_keys)} set in the environment"
+            )
+        self._checked = True
+
+    def _params(self, messages: list[Message], max_tokens: int | None) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self._settings.temperature,
+            "max_tokens": max_tokens or self._settings.max_answer_tokens,
+            "timeout": self._settings.request_timeout_seconds,
+        }
+
+    def _once(
+        self,
+        litellm: ModuleType,
+        messages: list[Message],
+        on_token: TokenCallback | None,
+        cancel: threading.Event | None,
+        max_tokens: int | None,
+    ) -> Completion:
+        response = litellm.completion(**self._params(messages, max_tokens))
+        text = response.choices[0].message.content or ""
+        return Completion(text=text, usage=_usage(litellm, response))
+
+    def _stream(
+        self,
+        litellm: ModuleType,
+        messages: list[Message],
+        on_token: TokenCallback | None,
+        cancel: threading.Event | None,
+        max_tokens: int | None,
+    ) -> Completion:
+        assert on_token is not None
+        chunks: list[Any] = []
+        parts: list[str] = []
+        cancelled = False
+        stream = litellm.completion(**self._params(messages, max_tokens), stream=True)
+        try:
+            for chunk in stream:
+                if cancel is not None and cancel.is_set():
+                    cancelled = True
+                    break
+                chunks.append(chunk)
+                delta = chunk.choices[0].delta.content if chunk.choices else None
+                if delta:
+                    parts.append(delta)
+                    on_token(delta)
+        except Exception as error:
+            if parts:
+                raise _StreamBroken() from error
+            raise
+        usage = Usage()
+        if chunks:
+            built = litellm.stream_chunk_builder(chunks, messages=messages)
+            if built is not None:
+                usage = _usage(litellm, built)
+        return Completion(text="".join(parts), usage=usage, cancelled=cancelled)
+
+
+def _usage(litellm: ModuleType, response: Any) -> Usage:
+    usage = getattr(response, "usage", None)
+    try:
+        cost: float | None = float(litellm.completion_cost(completion_response=response))
+    except Exception:  # litellm raises for models without a price entry
+        cost = None
+    return Usage(
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost_usd=cost,
+    )
+
+
+def _is_transient(litellm: ModuleType, error: BaseException) -> bool:
+    transient = (
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+    )
+    return isinstance(error, transient)
+
+
+_ERROR_PREFIX = re.compile(r"^(?:litellm\.)?\w+(?:Error|Exception):\s*")
+
+
+def _short(error: BaseException | None) -> str:
+    """First line of a provider error, without litellm's repeated "XError: " prefixes."""
+    lines = str(error or "").strip().splitlines()
+    text = lines[0] if lines else ""
+    while (match := _ERROR_PREFIX.match(text)) is not None:
+        text = text[match.end() :]
+    return text[:MAX_ERROR_CHARS] or type(error).__name__
+
+
+def _as_codeqa_error(
+    litellm: ModuleType, model: str, error: BaseException | None, attempts: int
+) -> LLMError:
+    detail = _short(error)
+    tries = f"after {attempts} tries" if attempts > 1 else "on the first try"
+    if isinstance(error, litellm.RateLimitError):
+        return LLMRateLimited(f"model {model!r} is rate-limited ({detail}); gave up {tries}")
+    if isinstance(error, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+        return LLMUnavailable(f"model {model!r} rejected the API key: {detail}")
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return LLMError(f"the question and evidence are too long for model {model!r}: {detail}")
+    if isinstance(error, (litellm.NotFoundError, litellm.BadRequestError)):
+        return LLMUnavailable(f"model {model!r} is not available: {detail}")
+    if _is_transient(litellm, error or Exception()):
+        return LLMError(f"could not get an answer from model {model!r} {tries}: {detail}")
+    return LLMError(f"model {model!r} failed: {detail}")

@@ -1,0 +1,227 @@
+"""The graph's steps as plain functions: each reads the state and returns a partial update."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from codeqa.agent.answer import Usage
+from codeqa.agent.citations import verify_citations
+from codeqa.agent.evidence import TokenCounter, build_evidence
+from codeqa.agent.llm import LLMClient, TokenCallback
+from codeqa.agent.offline import offline_draft
+from codeqa.agent.planner import key_phrase, plan_offline, plan_with_model
+from codeqa.agent.prompts import SEARCH_REQUEST_PREFIX, answer_messages, parse_search_request
+from codeqa.agent.retriever import Retriever
+from codeqa.agent.settings import AgentSettings
+from codeqa.agent.state import AgentState, Query, QueryKind, Turn
+from codeqa.agent.tools import RepoTools
+from codeqa.retrieval.records import SearchHit
+from langgraph.runtime import Runtime
+
+# Reciprocal-rank fusion of the per-query lists: k=60 is the usual constant that
+# keeps one list's top hit from drowning the others.
+RRF_K = 60
+# Exact tools name what the question names; a grep for a common string is noisier.
+QUERY_WEIGHTS = {
+    QueryKind.SEARCH: 1.0,
+    QueryKind.SYMBOL: 1.0,
+    QueryKind.PATH: 1.0,
+    QueryKind.GREP: 0.5,
+}
+CHUNKS_PER_PATH_QUERY = 3
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What the nodes depend on, passed through LangGraph's runtime context (one per question)."""
+
+    retriever: Retriever
+    tools: RepoTools
+    settings: AgentSettings
+    llm: LLMClient | None
+    count_tokens: TokenCounter
+    on_token: TokenCallback | None = None
+    cancel: threading.Event | None = None
+
+
+def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
+    context = runtime.context
+    history = state.get("history", [])[-context.settings.history_turns :]
+    limit = context.settings.max_queries
+    if context.llm is None:
+        return {"queries": plan_offline(state["question"], history, limit)}
+    queries, usage = plan_with_model(context.llm, state["question"], history, limit)
+    return {"queries": queries, "usage": _added(state.get("usage", Usage()), usage)}
+
+
+def retrieve(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
+    context = runtime.context
+    ranked_lists: list[tuple[float, list[SearchHit]]] = []
+    if state.get("hits"):
+        ranked_lists.append((1.0, state["hits"]))  # earlier rounds keep their place
+    for query in state.get("queries", []):
+        ranked_lists.append((QUERY_WEIGHTS[query.kind], _run(query, context)))
+    fused = fuse(ranked_lists)[: context.settings.evidence_hits]
+    searched = state.get("searched", []) + [str(q) for q in state.get("queries", [])]
+    return {"hits": fused, "searched": searched, "round": state.get("round", 0) + 1,
+            "requested": [], "queries": []}
+
+
+def read(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
+    context = runtime.context
+    evidence = build_evidence(
+        state.get("hits", []), context.tools, context.settings.context_tokens, context.count_tokens
+    )
+    return {"evidence": evidence}
+
+
+def draft(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
+    context = runtime.context
+    settings = context.settings
+    if context.llm is None:
+        text = offline_draft(
+            state["question"], state.get("hits", []), state.get("evidence", []),
+            state.get("searched", []), settings.offline_locations,
+        )
+        if context.on_token is not None:
+            context.on_token(text)
+        return {"draft": text}
+    may_ask = state.get("round", 1) < settings.max_rounds
+    messages = answer_messages(
+        state["question"], state.get("evidence", []),
+        state.get("history", [])[-settings.history_turns :], may_ask,
+    )
+    gate = _SearchRequestGate(context.on_token) if may_ask else None
+    on_token = gate if gate is not None else context.on_token
+    completion = context.llm.complete(messages, on_token=on_token, cancel=context.cancel)
+    if gate is not None:
+        gate.finish()
+    usage = _added(state.get("usage", Usage()), completion.usage)
+    requested = parse_search_request(completion.text) if may_ask else None
+    if requested is not None and not completion.cancelled:
+        return {"draft": "", "requested": requested, "usage": usage}
+    return {"draft": completion.text, "usage": usage, "cancelled": completion.cancelled}
+
+
+def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
+    context = runtime.context
+    settings = context.settings
+    more_rounds = state.get("round", 1) < settings.max_rounds
+    if more_rounds and state.get("requested"):
+        queries = [Query(QueryKind.SEARCH, text) for text in state["requested"]]
+        for text in state["requested"]:
+            queries += [q for q in plan_offline(text) if q.kind is not QueryKind.SEARCH]
+        return {"queries": queries[: settings.max_queries]}
+    if more_rounds and not state.get("evidence") and context.llm is None:
+        words = key_phrase(state["question"]).split()
+        if words:  # nothing matched the whole question: try its words one by one
+            return {"queries": [Query(QueryKind.SEARCH, word) for word in words[:4]]}
+    shown = [(e.path, e.start_line, e.end_line) for e in state.get("evidence", [])]
+    checked = verify_citations(
+        state.get("draft", ""), shown, lambda path: _line_count(context.tools, path),
+        str(context.tools.repo_root),
+    )
+    text = checked.text.strip() or "The model returned an empty answer."
+    notes = list(checked.notes)
+    if checked.repaired or checked.removed:
+        text += (
+            f"\n\n_Citation check: {checked.repaired} corrected, {checked.removed} removed "
+            "(they pointed outside the code shown)._"
+        )
+    if state.get("cancelled"):
+        notes.append("Stopped before the answer was complete.")
+        text += "\n\n_(stopped)_"
+    return {"text": text, "citations": checked.citations, "notes": notes,
+            "history": [Turn(state["question"], text)]}
+
+
+def needs_more_evidence(state: AgentState) -> bool:
+    """After verify: loop back to retrieve when it planned another round instead of finishing."""
+    return not state.get("text") and bool(state.get("queries"))
+
+
+def fuse(ranked_lists: Sequence[tuple[float, Sequence[SearchHit]]]) -> list[SearchHit]:
+    """Weighted reciprocal-rank fusion, one entry per chunk, best first."""
+    scores: dict[str, float] = {}
+    chunks: dict[str, SearchHit] = {}
+    for weight, hits in ranked_lists:
+        for rank, hit in enumerate(hits):
+            key = hit.chunk.chunk_id
+            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank + 1)
+            chunks.setdefault(key, hit)
+    ordered = sorted(scores, key=lambda key: scores[key], reverse=True)
+    return [SearchHit(chunks[key].chunk, scores[key]) for key in ordered]
+
+
+def _run(query: Query, context: AgentContext) -> list[SearchHit]:
+    settings = context.settings
+    if query.kind is QueryKind.SEARCH:
+        return context.retriever.search(query.text, settings.search_mode, settings.hits_per_query)
+    if query.kind is QueryKind.SYMBOL:
+        found = context.tools.find_symbol(query.text, settings.hits_per_query)
+        if not found and "." in query.text:
+            found = context.tools.find_symbol(query.text.rsplit(".", 1)[1], settings.hits_per_query)
+        if found:
+            return [SearchHit(chunk, 1.0) for chunk in found]
+        return context.tools.grep_hits(query.text.rsplit(".", 1)[-1], 1.0)
+    if query.kind is QueryKind.GREP:
+        return context.tools.grep_hits(query.text, 1.0)
+    return _path_hits(query, context.tools)
+
+
+def _path_hits(query: Query, tools: RepoTools) -> list[SearchHit]:
+    path = tools.resolve_path(query.text)
+    if path is None:
+        return []
+    chunks = tools.chunks(path)
+    if query.line is not None:
+        around = tools.enclosing_chunk(path, query.line)
+        return [SearchHit(around, 1.0)] if around else []
+    return [SearchHit(chunk, 1.0) for chunk in chunks[:CHUNKS_PER_PATH_QUERY]]
+
+
+def _line_count(tools: RepoTools, path: str) -> int | None:
+    lines = tools.lines(path)
+    return None if lines is None else len(lines)
+
+
+def _added(total: Usage, more: Usage) -> Usage:
+    if total.prompt_tokens + total.completion_tokens == 0:
+        return more
+    cost = None
+    if total.cost_usd is not None and more.cost_usd is not None:
+        cost = total.cost_usd + more.cost_usd
+    return Usage(total.prompt_tokens + more.prompt_tokens,
+                 total.completion_tokens + more.completion_tokens, cost)
+
+
+class _SearchRequestGate:
+    """Holds back streamed tokens until it is clear the reply is an answer, not `SEARCH: …`."""
+
+    def __init__(self, forward: TokenCallback | None):
+        self._forward = forward
+        self._buffer = ""
+        self._decided: bool | None = None  # True: forward; False: swallow
+
+    def __call__(self, token: str) -> None:
+        if self._decided is True:
+            self._emit(token)
+            return
+        if self._decided is False:
+            return
+        self._buffer += token
+        head = self._buffer.lstrip().lstrip("`").upper()
+        if len(head) >= len(SEARCH_REQUEST_PREFIX) or not SEARCH_REQUEST_PREFIX.startswith(head):
+            self._decided = not head.startswith(SEARCH_REQUEST_PREFIX)
+            if self._decided:
+                self._emit(self._buffer)
+
+    def finish(self) -> None:
+        if self._decided is None and self._buffer:
+            self._emit(self._buffer)
+
+    def _emit(self, text: str) -> None:
+        if self._forward is not None and text:
+            self._forward(text)

@@ -1,0 +1,258 @@
+"""The answer without a language model: the most relevant code locations, each cited and described.
+
+Each location carries its citation, its signature and a one-line description taken
+from the code itself (docstring or leading comment), so the list is useful on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from codeqa.agent.evidence import MAX_ENCLOSING_LINES, MERGE_GAP_LINES, Excerpt
+from codeqa.agent.planner import key_phrase
+from codeqa.agent.settings import MODEL_ENV_VAR
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
+
+NO_MODEL_NOTICE = (
+    "_No language model is configured, so this answer lists the code most relevant to the "
+    "question instead of explaining it. For a written answer pass `--model MODEL` or set "
+    f"`{MODEL_ENV_VAR}` to any litellm model string (e.g. `openai/gpt-4o-mini`, "
+    "`anthropic/claude-3-5-haiku-latest`, `ollama/llama3`)._"
+)
+# The best location's code is quoted so the answer is readable without opening files.
+SNIPPET_LINES = 12
+DESCRIPTION_CHARS = 160
+# Prose (changelogs, READMEs, docs) often repeats a question's words without being the code
+# that answers it: it is listed only after the code locations, unless the question asks for docs.
+PROSE_LANGUAGES = frozenset({None, "markdown", "rst", "org", "text"})
+# Only unambiguous words: "changes" or "history" are as often about code as about a changelog.
+DOCS_WORDS = frozenset("doc docs documentation documented readme changelog tutorial".split())
+# A grouped chunk (several small declarations) names at most this many of its signatures.
+SIGNATURES_SHOWN = 2
+# Touching hits are listed as one location up to this size, the evidence step's own
+# limit for widening a hit: beyond it a location stops being one place to look.
+MAX_LOCATION_LINES = MAX_ENCLOSING_LINES
+
+_COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+|--|;+|%+)\s?(.*?)\s*(?:\*/)?\s*$")
+_DOCSTRING_OPEN = re.compile(r"^\s*[rRuUbB]?(\"\"\"|''')(.*)$")
+
+
+def offline_draft(
+    question: str,
+    hits: Sequence[SearchHit],
+    evidence: Sequence[Excerpt],
+    searched: Sequence[str],
+    locations: int,
+) -> str:
+    """Markdown listing up to `locations` cited code locations for `question`, best first."""
+    prose_last = not (DOCS_WORDS & {word.lower() for word in re.findall(r"[A-Za-z]+", question)})
+    chosen = _locations(hits, evidence, locations, prose_last)
+    parts = [NO_MODEL_NOTICE, ""]
+    if not chosen:
+        parts.append(
+            "Nothing in the index matched this question"
+            + (f" (searched for: {', '.join(searched)})." if searched else ".")
+            + " Try naming a function, class, file or error message."
+        )
+        return "\n".join(parts)
+    parts.append("**Most relevant code, best first:**")
+    parts.append("")
+    terms = _words(key_phrase(question))
+    for number, location in enumerate(chosen, start=1):
+        chunk = location.chunk
+        name = display_signature(chunk, terms)
+        label = f"`{chunk.path}:{location.start}-{location.end}`"
+        head = f"{number}. {label}" + (f" — `{_one_line(name)}`" if name else "")
+        also = f" (with `{'`, `'.join(location.also)}`)" if location.also else ""
+        parts.append(f"{head} — {describe(chunk, terms)}{also}")
+    first = chosen[0]
+    start = max(first.start, first.chunk.start_line)  # the best hit itself, not what it absorbed
+    last = min(first.end, start + SNIPPET_LINES - 1)
+    snippet = _excerpt_lines(first.excerpt, start, last)
+    if snippet:
+        parts += ["", f"`{first.chunk.path}:{start}-{last}`:", "",
+                  f"```{first.chunk.language or ''}", snippet, "```"]
+    if searched:
+        parts += ["", f"_Searched for: {' · '.join(searched)}_"]
+    return "\n".join(parts)
+
+
+@dataclass
+class _Location:
+    """One listed location: the best hit behind it, the cited lines, the excerpt they lie in."""
+
+    chunk: Chunk
+    start: int
+    end: int
+    excerpt: Excerpt
+    also: list[str] = field(default_factory=list)  # symbols of touching hits merged into it
+
+
+def _locations(
+    hits: Sequence[SearchHit], evidence: Sequence[Excerpt], limit: int, prose_last: bool = True
+) -> list[_Location]:
+    """Hits clipped to the lines actually shown, best first, at most `limit` locations.
+
+    A hit inside an earlier location is skipped; one touching an earlier location of the
+    same excerpt widens it instead of taking a place of its own, as the evidence step
+    merges them. With `prose_last`, code hits come first and prose fills what is left.
+    """
+    if prose_last:
+        hits = sorted(hits, key=lambda hit: hit.chunk.language in PROSE_LANGUAGES)  # stable
+    chosen: list[_Location] = []
+    for hit in hits:
+        chunk = hit.chunk
+        shown = [e for e in evidence if e.path == chunk.path and _overlap(e, chunk) >= 0]
+        if not shown:
+            continue
+        excerpt = max(shown, key=lambda e: _overlap(e, chunk))
+        start = max(chunk.start_line, excerpt.start_line)
+        end = min(chunk.end_line, excerpt.end_line)
+        if any(c.chunk.path == chunk.path and c.start <= start and end <= c.end for c in chosen):
+            continue
+        touching = next((c for c in chosen if _can_merge(c, excerpt, start, end)), None)
+        if touching is not None:
+            touching.start, touching.end = min(touching.start, start), max(touching.end, end)
+            if chunk.symbol and chunk.symbol != touching.chunk.symbol:
+                touching.also.append(chunk.symbol)
+            continue
+        if len(chosen) >= limit:
+            break
+        chosen.append(_Location(chunk, start, end, excerpt))
+    return chosen
+
+
+def _can_merge(location: _Location, excerpt: Excerpt, start: int, end: int) -> bool:
+    if location.excerpt != excerpt:  # only lines shown together may be cited together
+        return False
+    if start > location.end + MERGE_GAP_LINES + 1 or location.start > end + MERGE_GAP_LINES + 1:
+        return False
+    return max(end, location.end) - min(start, location.start) + 1 <= MAX_LOCATION_LINES
+
+
+def _overlap(excerpt: Excerpt, chunk: Chunk) -> int:
+    return min(excerpt.end_line, chunk.end_line) - max(excerpt.start_line, chunk.start_line)
+
+
+def display_signature(chunk: Chunk, terms: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The chunk's signature for a listing: trailing comments dropped; of a grouped chunk's
+    several signatures, those sharing words with the question (else the first)."""
+    if not chunk.signature:
+        return chunk.symbol
+    signatures = chunk.signature.split("\n")
+    lines = [_without_trailing_comment(line, chunk.language) for line in signatures]
+    lines = [line for line in lines if line]
+    if len(lines) > 1:
+        telling = [line for line in lines if terms & _words(line)]
+        lines = (telling or lines)[:SIGNATURES_SHOWN]
+    return " · ".join(lines) or chunk.symbol
+
+
+# Languages whose line comments start with `#`: a signature may have swallowed one.
+_HASH_COMMENT_LANGUAGES = frozenset({"python", "ruby", "bash", "elixir", "perl", "r", "julia"})
+_TRAILING_HASH_COMMENT = re.compile(r"\s+#(?![{\[]).*$")
+
+
+def _without_trailing_comment(signature: str, language: str | None) -> str:
+    if language in _HASH_COMMENT_LANGUAGES:
+        signature = _TRAILING_HASH_COMMENT.sub("", signature)
+    return signature.strip()
+
+
+def _words(text: str) -> set[str]:
+    """Lower-cased identifiers and their snake_case parts, plurals folded ("floats" = "float")."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_]\w*", text)}
+    words |= {part for word in words for part in word.split("_") if part}
+    return {_singular(word) for word in words}
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def describe(chunk: Chunk, terms: frozenset[str] | set[str] = frozenset()) -> str:
+    """One line about `chunk` from the code itself: docstring, else comment, else a telling line."""
+    lines = chunk.text.splitlines()
+    text = _docstring(lines) or _leading_comment(lines)
+    if text:
+        return _sentence(text)
+    if chunk.kind is ChunkKind.DECLARATION and chunk.symbol:
+        # Only a line the question's words point at says more than the name itself.
+        best = _best_line(lines[1:], terms, require_match=True)
+        return f"defines `{chunk.symbol}`" + (f"; e.g. `{best}`" if best else "")
+    best = _best_line(lines, terms)
+    return f"contains `{best}`" if best else "(no description in the code)"
+
+
+def _docstring(lines: list[str]) -> str | None:
+    """The first paragraph of a Python docstring opening within the first few lines."""
+    for index, line in enumerate(lines[:6]):
+        match = _DOCSTRING_OPEN.match(line)
+        if not match:
+            continue
+        quote, rest = match.groups()
+        body: list[str] = []
+        if quote in rest:
+            return rest.split(quote)[0].strip() or None
+        if rest.strip():
+            body.append(rest.strip())
+        for following in lines[index + 1 : index + 12]:
+            if quote in following:
+                body.append(following.split(quote)[0].strip())
+                break
+            if not following.strip():
+                if body:
+                    break
+                continue
+            body.append(following.strip())
+        return " ".join(part for part in body if part) or None
+    return None
+
+
+def _leading_comment(lines: list[str]) -> str | None:
+    """Comment lines at the top of the chunk, or right after its first (signature) line."""
+    for start in (0, 1):
+        body: list[str] = []
+        for line in lines[start : start + 8]:
+            match = _COMMENT.match(line) if line.strip() else None
+            if match is None:
+                break
+            if match.group(1) and not match.group(1).startswith(("!", "-*-", "@", "type:", "noqa")):
+                body.append(match.group(1))
+        if body:
+            return " ".join(body)
+    return None
+
+
+def _best_line(
+    lines: list[str], terms: frozenset[str] | set[str], require_match: bool = False
+) -> str | None:
+    """The code line sharing most words with the question (first non-trivial line on ties)."""
+    scored: list[tuple[int, int, str]] = []
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if len(stripped) < 4 or stripped.startswith(("#", "//", "*", "/*", "@", ")", "}", "]")):
+            continue
+        scored.append((len(terms & _words(stripped)), -index, stripped))
+    if not scored or (require_match and max(scored)[0] == 0):
+        return None
+    return _one_line(max(scored)[2])
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split())
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    return _one_line(first)
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split()).replace("`", "'")
+    return text if len(text) <= DESCRIPTION_CHARS else text[: DESCRIPTION_CHARS - 1] + "…"
+
+
+def _excerpt_lines(excerpt: Excerpt, start: int, end: int) -> str:
+    """Lines start..end as the evidence step read them from the file."""
+    lines = excerpt.text.split("\n")
+    return "\n".join(lines[start - excerpt.start_line : end - excerpt.start_line + 1])

@@ -1,0 +1,158 @@
+"""Turn a question (and the conversation so far) into searches: exact terms and paraphrases.
+
+The rule-based planner always runs; it catches what a model tends to paraphrase away
+(identifiers, quoted strings, paths, error messages). With a model configured, its
+paraphrases and guesses are added on top.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from codeqa.agent.answer import Usage
+from codeqa.agent.llm import LLMClient
+from codeqa.agent.prompts import planner_messages
+from codeqa.agent.state import Query, QueryKind, Turn
+
+# Words too common in questions to be worth a search of their own.
+STOPWORDS = frozenset(
+    """a an the and or but if then else of in on at to for from by with without into onto
+    is are was were be been being do does did done has have had having can could should would
+    will shall may might must this that these those it its it's they them their there here
+    what which who whom whose when where why how whats i me my we our you your he she his her
+    not no yes as so than too very just also only about over under between through during
+    each every any all some such more most other same own both few many much
+    use used uses using work works working happen happens mean means role purpose
+    code function functions method methods class classes file files implement implemented
+    implementation handle handled handles handling explain describe does""".split()
+)
+_FOLLOW_UP_WORDS = frozenset("it its it's that this those these they them there he she".split())
+
+_QUOTED = re.compile(r"`([^`\n]{2,120})`|\"([^\"\n]{3,120})\"|'([^'\n]{3,120})'")
+_TRACEBACK_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\w+))?')
+_ERROR_LINE = re.compile(
+    r"^\s*(?P<type>[A-Z]\w*(?:Error|Exception|Warning))\s*:\s*(?P<msg>.+)$", re.M
+)
+_EXTENSIONS = (
+    "py|pyi|js|jsx|ts|tsx|go|rs|java|kt|scala|c|h|cc|cpp|hpp|cs|rb|php|swift|sh|lua|ex|exs|"
+    "toml|yaml|yml|json|cfg|ini|md|rst|txt"
+)
+_PATH = re.compile(rf"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:{_EXTENSIONS}))\b")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
+
+
+def looks_like_identifier(word: str) -> bool:
+    """snake_case, camelCase/PascalCase with two humps, dotted.names, or call()."""
+    bare = word.removesuffix("()")
+    if word.endswith("()") or "_" in bare.strip("_") or "." in bare:
+        return any(ch.isalpha() for ch in bare)
+    return bool(re.search(r"[a-z][A-Z]|[A-Z]{2}[a-z]", bare))
+
+
+def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) -> list[Query]:
+    """Searches for `question` from its text alone: exact terms first, then key phrases."""
+    exact: list[Query] = []
+    for frame in _TRACEBACK_FRAME.finditer(question):
+        exact.append(Query(QueryKind.PATH, frame.group("path"), int(frame.group("line"))))
+        if frame.group("func"):
+            exact.append(Query(QueryKind.SYMBOL, frame.group("func")))
+    for error in _ERROR_LINE.finditer(question):
+        exact.append(Query(QueryKind.GREP, error.group("msg").strip()[:80]))
+        exact.append(Query(QueryKind.SYMBOL, error.group("type")))
+    for match in _QUOTED.finditer(question):
+        quoted = next(group for group in match.groups() if group)
+        exact.extend(_exact_terms(quoted))
+    for match in _PATH.finditer(question):
+        if not _TRACEBACK_FRAME.search(question) or match.group(1) not in question:
+            exact.append(Query(QueryKind.PATH, match.group(1)))
+    for word in _WORD.findall(_without_paths(question)):
+        if looks_like_identifier(word):
+            exact.append(Query(QueryKind.SYMBOL, word.removesuffix("()")))
+    searches = [Query(QueryKind.SEARCH, question.strip())]
+    phrase = key_phrase(question)
+    if phrase and phrase != question.strip():
+        searches.append(Query(QueryKind.SEARCH, phrase))
+    if history and _is_follow_up(question):
+        previous = history[-1]
+        combined = f"{key_phrase(previous.question)} {phrase}".strip()
+        searches.append(Query(QueryKind.SEARCH, combined))
+    return _unique(exact + searches)[:limit]
+
+
+def _exact_terms(quoted: str) -> list[Query]:
+    text = quoted.strip()
+    if _PATH.fullmatch(text):
+        return [Query(QueryKind.PATH, text)]
+    if _WORD.fullmatch(text):
+        return [Query(QueryKind.SYMBOL, text.removesuffix("()"))]
+    return [Query(QueryKind.GREP, text)]
+
+
+def _without_paths(text: str) -> str:
+    return _PATH.sub(" ", _TRACEBACK_FRAME.sub(" ", text))
+
+
+def key_phrase(text: str) -> str:
+    """The question's content words, in order: a keyword query without the filler."""
+    words = re.findall(r"[A-Za-z_][\w.]*", text)
+    kept = [word for word in words if word.lower() not in STOPWORDS and len(word) > 2]
+    return " ".join(dict.fromkeys(kept))
+
+
+def _is_follow_up(question: str) -> bool:
+    words = re.findall(r"[a-z']+", question.lower())
+    return len(words) < 8 or any(word in _FOLLOW_UP_WORDS for word in words)
+
+
+def _unique(queries: list[Query]) -> list[Query]:
+    seen: set[tuple[QueryKind, str]] = set()
+    kept: list[Query] = []
+    for query in queries:
+        key = (query.kind, query.text.lower())
+        if query.text and key not in seen:
+            seen.add(key)
+            kept.append(query)
+    return kept
+
+
+def plan_with_model(
+    llm: LLMClient, question: str, history: Sequence[Turn], limit: int = 8
+) -> tuple[list[Query], Usage]:
+    """Rule-based exact terms plus the model's paraphrases, and what asking the model cost."""
+    rules = plan_offline(question, history, limit)
+    completion = llm.complete(planner_messages(question, history), max_tokens=300)
+    suggested = parse_plan(completion.text)
+    exact = [q for q in rules if q.kind is not QueryKind.SEARCH]
+    searches = [q for q in rules if q.kind is QueryKind.SEARCH][:1]
+    merged = _unique(exact[: limit // 2] + searches + suggested + rules)
+    return merged[:limit], completion.usage
+
+
+def parse_plan(reply: str) -> list[Query]:
+    """Queries from the model's JSON plan: {"search", "symbols", "strings", "paths"} lists."""
+    start, end = reply.find("{"), reply.rfind("}")
+    if start < 0 or end <= start:
+        return []
+    try:
+        data = json.loads(reply[start : end + 1])
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    kinds = {
+        "search": QueryKind.SEARCH,
+        "symbols": QueryKind.SYMBOL,
+        "strings": QueryKind.GREP,
+        "paths": QueryKind.PATH,
+    }
+    queries: list[Query] = []
+    for key, kind in kinds.items():
+        values = data.get(key) or []
+        if isinstance(values, str):
+            values = [values]
+        for value in values if isinstance(values, list) else []:
+            if isinstance(value, str) and value.strip():
+                queries.append(Query(kind, value.strip()[:200]))
+    return queries

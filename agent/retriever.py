@@ -1,0 +1,20 @@
+"""What the agent needs from an index: the subset of `codeqa.retrieval.index.Index` it calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
+
+
+class Retriever(Protocol):
+    repo_root: Path
+
+    def search(
+        self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10
+    ) -> list[SearchHit]: ...
+
+    def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]: ...
+
+    def chunks_for_path(self, path: str) -> list[Chunk]: ...

@@ -1,0 +1,50 @@
+"""How the agent answers: model, rounds, budgets and retries, resolved once at the edge."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from codeqa.retrieval.records import SearchMode
+
+MODEL_ENV_VAR = "CODEQA_MODEL"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Every knob of the agent, each default with its reason."""
+
+    # Any model string litellm accepts ("openai/gpt-4o-mini", "ollama/llama3", …);
+    # None answers offline with the extractive draft.
+    model: str | None = None
+    # Retrieve→verify rounds per question: a second round rescues most answers
+    # whose first evidence missed; more rounds rarely find anything new.
+    max_rounds: int = 2
+    # Tokens of evidence shown to the model: enough for ~8 declarations, small
+    # enough for an 8k-context local model to still have room to answer.
+    context_tokens: int = 6000
+    # The answer itself; long enough for a paragraph per cited location.
+    max_answer_tokens: int = 1024
+    temperature: float = 0.0
+    search_mode: SearchMode = SearchMode.HYBRID
+    # Hits kept per query before fusion; fusion then keeps `evidence_hits`.
+    hits_per_query: int = 8
+    evidence_hits: int = 10
+    # Queries the planner may issue per round (exact terms + paraphrases).
+    max_queries: int = 8
+    # Locations listed by the offline answer: a reader scans five or six at a glance.
+    offline_locations: int = 6
+    # Earlier turns replayed to the model for follow-up questions.
+    history_turns: int = 3
+    # Retries for rate limits, timeouts and 5xx: exponential backoff from
+    # `retry_initial_seconds`, capped at `retry_max_seconds`.
+    retries: int = 4
+    retry_initial_seconds: float = 1.0
+    retry_max_seconds: float = 30.0
+    request_timeout_seconds: float = 120.0
+
+    @classmethod
+    def from_env(cls, model: str | None = None, **overrides: object) -> AgentSettings:
+        """Settings with `model`, else $CODEQA_MODEL, else offline."""
+        chosen = model or os.environ.get(MODEL_ENV_VAR) or None
+        return cls(model=chosen, **overrides)  # type: ignore[arg-type]

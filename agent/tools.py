@@ -1,0 +1,157 @@
+"""Exact tools beside semantic search: grep the repo, look a symbol up, read a line range.
+
+Only files the index accepted (or discovery would accept) are ever read, so secrets
+and ignored files never reach a prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from codeqa.agent.retriever import Retriever
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SourceFile
+
+# A grep for a common word would flood the evidence; the first matches per
+# needle, spread over files, are what a reader would look at.
+GREP_MATCHES_PER_NEEDLE = 12
+GREP_MATCHES_PER_FILE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class GrepMatch:
+    path: str
+    line: int  # 1-based
+    text: str
+
+
+class RepoTools:
+    """Reads and greps one repository through the index's view of it; caches what it read."""
+
+    def __init__(self, retriever: Retriever):
+        self._retriever = retriever
+        self._root = Path(retriever.repo_root)
+        self._lines: dict[str, list[str] | None] = {}
+        self._chunks: dict[str, list[Chunk]] = {}
+        self._discovered: dict[str, SourceFile] | None = None
+
+    @property
+    def repo_root(self) -> Path:
+        return self._root
+
+    def chunks(self, path: str) -> list[Chunk]:
+        """The indexed chunks of `path`, ordered by start line."""
+        if path not in self._chunks:
+            found = self._retriever.chunks_for_path(path)
+            self._chunks[path] = sorted(found, key=lambda c: (c.start_line, -c.end_line))
+        return self._chunks[path]
+
+    def lines(self, path: str) -> list[str] | None:
+        """The current lines of an indexed file, or None if it is not in the index or unreadable."""
+        if path not in self._lines:
+            self._lines[path] = self._read(path)
+        return self._lines[path]
+
+    def _read(self, path: str) -> list[str] | None:
+        if not _is_relative_posix(path):
+            return None
+        if self._discovered is not None and path in self._discovered:
+            return split_lines(self._discovered[path].text)
+        if not self.chunks(path):
+            return None
+        try:
+            raw = (self._root / path).read_bytes()
+        except OSError:
+            return None
+        return split_lines(raw.decode("utf-8", errors="replace"))
+
+    def read_range(self, path: str, start: int, end: int) -> str | None:
+        """Lines start..end (1-based, inclusive, clipped to the file) or None."""
+        lines = self.lines(path)
+        if lines is None or start > len(lines) or end < 1:
+            return None
+        return "\n".join(lines[max(start, 1) - 1 : min(end, len(lines))])
+
+    def resolve_path(self, named: str) -> str | None:
+        """The indexed file `named` refers to: exact, else the one file it is a unique suffix of."""
+        path = named.strip().replace("\\", "/")
+        root = str(self._root).rstrip("/") + "/"
+        if path.startswith(root):
+            path = path[len(root) :]
+        path = path.removeprefix("./")
+        if self.lines(path) is not None:
+            return path
+        matches = [known for known in self._files() if known.endswith("/" + path)]
+        return matches[0] if len(matches) == 1 else None
+
+    def find_symbol(self, name: str, limit: int = 5) -> list[Chunk]:
+        return self._retriever.find_symbol(name, limit)
+
+    def grep(self, needle: str, limit: int = GREP_MATCHES_PER_NEEDLE) -> list[GrepMatch]:
+        """Lines containing `needle` exactly, a few per file, in path order."""
+        if not needle.strip():
+            return []
+        matches: list[GrepMatch] = []
+        for path, file in sorted(self._files().items()):
+            if needle not in file.text:
+                continue
+            in_file = 0
+            for number, line in enumerate(split_lines(file.text), start=1):
+                if needle in line:
+                    matches.append(GrepMatch(path, number, line))
+                    in_file += 1
+                    if in_file >= GREP_MATCHES_PER_FILE:
+                        break
+            if len(matches) >= limit:
+                break
+        return matches[:limit]
+
+    def enclosing_chunk(self, path: str, line: int) -> Chunk | None:
+        """The smallest indexed chunk of `path` that contains `line`."""
+        containing = [c for c in self.chunks(path) if c.start_line <= line <= c.end_line]
+        if not containing:
+            return None
+        return min(containing, key=lambda c: c.end_line - c.start_line)
+
+    def grep_hits(self, needle: str, score: float) -> list[SearchHit]:
+        """Grep matches as hits on their enclosing chunks (one hit per chunk)."""
+        hits: list[SearchHit] = []
+        seen: set[str] = set()
+        for match in self.grep(needle):
+            chunk = self.enclosing_chunk(match.path, match.line)
+            if chunk is None or chunk.chunk_id in seen:
+                continue
+            seen.add(chunk.chunk_id)
+            hits.append(SearchHit(chunk, score))
+        return hits
+
+    def _files(self) -> dict[str, SourceFile]:
+        """Every file discovery accepts: grep sees exactly what indexing would see."""
+        if self._discovered is None:
+            from codeqa.retrieval.discover import discover
+
+            self._discovered = {
+                item.path: item for item in discover(self._root) if isinstance(item, SourceFile)
+            }
+        return self._discovered
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as editors and tree-sitter number them: split on newlines only.
+
+    `str.splitlines` also splits on form feeds and other separators common in
+    old source files, which would shift every line number after them.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _is_relative_posix(path: str) -> bool:
+    pure = PurePosixPath(path)
+    return bool(path) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in path
+
+
+def is_minified(chunk: Chunk) -> bool:
+    return chunk.kind is ChunkKind.MINIFIED

@@ -1,0 +1,266 @@
+"""The agent end to end with a scripted model driven through litellm's real call path."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import litellm
+import pytest
+from codeqa.agent import AgentSettings, Assistant, LLMError, LLMRateLimited, LLMUnavailable
+from codeqa.agent.tools import split_lines
+from litellm import CustomLLM
+from litellm.types.utils import GenericStreamingChunk
+
+Reply = str | Exception | Callable[[list[dict]], str]
+LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
+
+
+class ScriptedModel(CustomLLM):
+    """Answers each call with the next scripted reply: a text, an error, or f(messages)."""
+
+    def __init__(self, replies: list[Reply]):
+        super().__init__()
+        self.replies = list(replies)
+        self.calls: list[list[dict]] = []
+
+    def _next(self, messages: list[dict]) -> str:
+        self.calls.append(messages)
+        reply = self.replies.pop(0) if self.replies else "{}"
+        if isinstance(reply, Exception):
+            raise reply
+        return reply(messages) if callable(reply) else reply
+
+    def completion(self, model, messages, *args, **kwargs):
+        return litellm.completion(
+            model="openai/scripted", messages=messages, mock_response=self._next(messages)
+        )
+
+    def streaming(self, model, messages, *args, **kwargs):
+        words = re.findall(r"\S+\s*|\s+", self._next(messages)) or [""]
+        for index, word in enumerate(words):
+            last = index == len(words) - 1
+            yield GenericStreamingChunk(
+                text=word,
+                is_finished=last,
+                finish_reason="stop" if last else None,
+                usage=None,
+                index=0,
+                tool_use=None,
+            )
+
+
+@pytest.fixture(scope="module")
+def json_repo(json_index) -> Path:
+    return json_index.repo_root
+
+
+@pytest.fixture(scope="module")
+def retriever(json_index):
+    return json_index
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """Install a scripted provider "scripted/…" for the test; returns a function to load replies."""
+    installed: list[ScriptedModel] = []
+
+    def install(*replies: Reply) -> ScriptedModel:
+        model = ScriptedModel(list(replies))
+        monkeypatch.setattr(
+            litellm, "custom_provider_map", [{"provider": "scripted", "custom_handler": model}]
+        )
+        litellm._custom_providers = ["scripted"]  # what litellm's own setter registers
+        installed.append(model)
+        return model
+
+    return install
+
+
+def settings(**changes) -> AgentSettings:
+    fast = dict(
+        model="scripted/test", retries=2, retry_initial_seconds=0.01, retry_max_seconds=0.02
+    )
+    fast.update(changes)
+    return AgentSettings(**fast)
+
+
+def shown_labels(messages: list[dict]) -> list[tuple[str, int, int]]:
+    return [
+        (m["path"], int(m["start"]), int(m["end"])) for m in LABEL.finditer(messages[-1]["content"])
+    ]
+
+
+def cite_first_shown(messages: list[dict]) -> str:
+    path, start, end = shown_labels(messages)[0]
+    return f"The scanner is built here (`{path}:{start}-{min(end, start + 2)}`)."
+
+
+PLAN = '{"search": ["json scanner"], "symbols": ["py_make_scanner"]}'
+
+
+def test_answer_cites_lines_the_model_was_shown(retriever, scripted):
+    model = scripted(PLAN, cite_first_shown)
+    answer = Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    shown = shown_labels(model.calls[-1])
+    assert answer.citations, answer.text
+    for citation in answer.citations:
+        assert any(
+            p == citation.path and s <= citation.start_line <= citation.end_line <= e
+            for p, s, e in shown
+        )
+    assert "json scanner" in answer.queries
+    assert answer.model == "scripted/test"
+    assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
+    assert answer.notes == []
+
+
+def test_evidence_is_labelled_and_line_numbered_as_in_the_file(retriever, scripted, json_repo):
+    model = scripted(PLAN, cite_first_shown)
+    Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    prompt = model.calls[-1][-1]["content"]
+    path, start, _ = shown_labels(model.calls[-1])[0]
+    first_line = split_lines((json_repo / path).read_text())[start - 1]
+    assert f"{start} | {first_line}" in prompt
+
+
+def test_fabricated_citations_are_removed_or_repaired_and_the_answer_says_so(retriever, scripted):
+    def fabricate(messages):
+        path, start, end = shown_labels(messages)[0]
+        return (
+            f"Real ({path}:{start}-{end + 500}). Invented (json/ghost.py:1-9). "
+            f"Unshown file (json/tool.py:3)."
+        )
+
+    scripted(PLAN, fabricate)
+    answer = Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    assert "json/ghost.py" not in answer.text
+    assert all(c.path != "json/ghost.py" for c in answer.citations)
+    assert len(answer.citations) == 1
+    assert any("Removed citation json/ghost.py:1-9" in note for note in answer.notes)
+    assert any(note.startswith("Corrected citation") for note in answer.notes)
+    assert "Citation check: 1 corrected, 2 removed" in answer.text
+
+
+def test_rate_limit_is_retried_then_the_answer_arrives(retriever, scripted):
+    limited = litellm.RateLimitError("slow down", llm_provider="scripted", model="test")
+    model = scripted(PLAN, limited, cite_first_shown)
+    answer = Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    assert answer.citations
+    assert len(model.calls) == 3
+
+
+def test_rate_limit_that_never_ends_is_one_clear_error(retriever, scripted):
+    limited = litellm.RateLimitError("slow down", llm_provider="scripted", model="test")
+    scripted(limited, limited, limited)
+    with pytest.raises(LLMRateLimited) as raised:
+        Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    message = str(raised.value)
+    assert "rate-limited" in message and "after 3 tries" in message and "\n" not in message
+
+
+def test_rejected_key_fails_at_once_with_one_line(retriever, scripted):
+    denied = litellm.AuthenticationError("invalid api key", llm_provider="scripted", model="test")
+    model = scripted(denied, PLAN)
+    with pytest.raises(LLMUnavailable) as raised:
+        Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    assert "rejected the API key" in str(raised.value)
+    assert len(model.calls) == 1  # not retried
+
+
+def test_server_errors_exhausting_retries_are_reported(retriever, scripted):
+    down = litellm.ServiceUnavailableError("overloaded", llm_provider="scripted", model="test")
+    scripted(down, down, down)
+    with pytest.raises(LLMError, match="could not get an answer .* after 3 tries: overloaded"):
+        Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+
+
+def test_unknown_model_is_reported_before_any_call(retriever):
+    with pytest.raises(LLMUnavailable, match="unknown model 'no-such-model'"):
+        Assistant(retriever, settings(model="no-such-model")).ask("anything at all?")
+
+
+def test_missing_api_key_names_the_variable(retriever, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(LLMUnavailable, match="OPENAI_API_KEY"):
+        Assistant(retriever, settings(model="openai/gpt-4o-mini")).ask("anything at all?")
+
+
+def test_draft_tokens_stream_to_the_caller(retriever, scripted):
+    scripted(PLAN, cite_first_shown)
+    tokens: list[str] = []
+    answer = Assistant(retriever, settings()).ask(
+        "What does `py_make_scanner` do?", on_token=tokens.append
+    )
+    assert len(tokens) > 3
+    assert "".join(tokens).strip() == answer.text.strip()
+
+
+def test_cancel_stops_the_stream_and_keeps_what_arrived(retriever, scripted):
+    scripted(PLAN, "one two three four five six seven eight nine ten")
+    cancel = threading.Event()
+    tokens: list[str] = []
+
+    def on_token(token: str) -> None:
+        tokens.append(token)
+        if len(tokens) == 3:
+            cancel.set()
+
+    answer = Assistant(retriever, settings()).ask(
+        "What does `py_make_scanner` do?", on_token=on_token, cancel=cancel
+    )
+    assert answer.text.startswith("one two three")
+    assert "ten" not in answer.text
+    assert "Stopped before the answer was complete." in answer.notes
+
+
+def test_model_asking_for_more_evidence_gets_another_round(retriever, scripted):
+    model = scripted(PLAN, "SEARCH: JSONDecodeError; errmsg", cite_first_shown)
+    tokens: list[str] = []
+    answer = Assistant(retriever, settings()).ask("Why does parsing fail?", on_token=tokens.append)
+    assert len(model.calls) == 3
+    assert "class JSONDecodeError" in model.calls[-1][-1]["content"]
+    assert "JSONDecodeError" in answer.queries
+    assert "SEARCH" not in "".join(tokens)
+    assert answer.citations
+
+
+def test_last_round_may_not_ask_for_more(retriever, scripted):
+    model = scripted(PLAN, "SEARCH: a", "SEARCH: b", "unused")
+    answer = Assistant(retriever, settings(max_rounds=2)).ask("Why does parsing fail?")
+    assert len(model.calls) == 3
+    assert "SEARCH:" not in model.calls[-1][0]["content"]  # the rules no longer offer it
+    assert answer.text.startswith("SEARCH: b")
+
+
+def test_follow_up_question_sees_the_conversation(retriever, scripted):
+    model = scripted(PLAN, cite_first_shown, PLAN, "It returns a scanner.", PLAN, "Fresh.")
+    assistant = Assistant(retriever, settings())
+    first = assistant.ask("What does `py_make_scanner` do?", thread_id="a")
+    assistant.ask("And what does it return?", thread_id="a")
+    follow_up = [m["content"] for m in model.calls[3]]
+    assert "What does `py_make_scanner` do?" in follow_up
+    assert first.text in follow_up
+    planner_prompt = [m["content"] for m in model.calls[2]]
+    assert "What does `py_make_scanner` do?" in planner_prompt
+    assistant.ask("And what does it return?", thread_id="b")
+    assert "What does `py_make_scanner` do?" not in [m["content"] for m in model.calls[5]]
+
+
+def test_planner_reply_that_is_not_json_falls_back_to_rules(retriever, scripted):
+    model = scripted("I think you should search for stuff", cite_first_shown)
+    answer = Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    assert "symbol:py_make_scanner" in answer.queries
+    assert "json/scanner.py" in model.calls[-1][-1]["content"]
+    assert answer.citations
+
+
+def test_secrets_never_reach_the_model(retriever, scripted, json_repo):
+    name, value = (json_repo / ".env").read_text().strip().split("=", 1)
+    model = scripted(f'{{"strings": ["{name}="], "symbols": ["{name}"]}}', "Not found.")
+    Assistant(retriever, settings()).ask(f"Where is `{name}` set?")
+    evidence = model.calls[-1][-1]["content"].rsplit("\n\nQuestion:", 1)[0]
+    assert value not in evidence and f"{name}=" not in evidence
+    assert ".env" not in [label[0] for label in shown_labels(model.calls[-1])]

@@ -1,0 +1,133 @@
+"""Offline answers (no model configured): cited code locations that really exist, useful alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from codeqa.agent import AgentSettings, Assistant
+from codeqa.agent.answer import Citation
+from codeqa.agent.citations import parse_citations
+from codeqa.agent.evidence import Excerpt
+from codeqa.agent.offline import NO_MODEL_NOTICE, describe, offline_draft
+from codeqa.agent.tools import split_lines
+from codeqa.retrieval.chunker import chunk_file
+from codeqa.retrieval.discover import discover
+from codeqa.retrieval.records import SearchHit, SourceFile
+
+
+@pytest.fixture(scope="module")
+def json_repo(json_index) -> Path:
+    return json_index.repo_root
+
+
+@pytest.fixture(scope="module")
+def assistant(json_index) -> Assistant:
+    return Assistant(json_index, AgentSettings(model=None))
+
+
+QUESTIONS = [
+    "What does `py_make_scanner` do?",
+    "How are floats like NaN and Infinity encoded?",
+    "Where is JSONDecodeError raised when a string is not terminated?",
+    'Why do I get "Expecting property name enclosed in double quotes"?',
+    "how does the encoder detect circular references",
+]
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_every_offline_citation_names_real_lines(assistant, json_repo, question):
+    answer = assistant.ask(question)
+    assert answer.text.startswith(NO_MODEL_NOTICE)
+    assert answer.citations
+    assert answer.model is None
+    for citation in answer.citations:
+        lines = split_lines((json_repo / citation.path).read_text())
+        assert 1 <= citation.start_line <= citation.end_line <= len(lines), citation
+        assert f"`{citation}`" in answer.text
+
+
+def test_named_function_is_the_first_location(assistant):
+    answer = assistant.ask("What does `py_make_scanner` do?")
+    first = answer.citations[0]
+    assert first.path == "json/scanner.py"
+    assert "symbol:py_make_scanner" in answer.queries
+
+
+def test_error_message_in_the_question_is_found_by_exact_search(assistant, json_repo):
+    answer = assistant.ask('Why do I get "Expecting property name enclosed in double quotes"?')
+    assert "grep:Expecting property name enclosed in double quotes" in answer.queries
+    decoder = split_lines((json_repo / "json/decoder.py").read_text())
+    cited_lines = [
+        decoder[n - 1]
+        for c in answer.citations if c.path == "json/decoder.py"
+        for n in range(c.start_line, c.end_line + 1)
+    ]
+    assert any("Expecting property name enclosed in double quotes" in line for line in cited_lines)
+
+
+def test_locations_carry_a_description_taken_from_the_code(assistant):
+    answer = assistant.ask("What does `py_make_scanner` do?")
+    assert "JSON token scanner" in answer.text or "defines `" in answer.text
+
+
+def test_secrets_never_reach_an_answer(assistant, json_repo):
+    name, value = (json_repo / ".env").read_text().strip().split("=", 1)
+    answer = assistant.ask(f"Where is `{name}` set?")  # grep and symbol search for the name
+    assert value not in answer.text and f"{name}=" not in answer.text
+    assert all(value not in hit.chunk.text for hit in answer.sources)
+    assert all(c.path != ".env" for c in answer.citations)
+
+
+def test_follow_up_question_keeps_the_earlier_subject(assistant):
+    assistant.ask("Where is JSONDecodeError defined?", thread_id="follow")
+    answer = assistant.ask("what are its attributes?", thread_id="follow")
+    assert any("JSONDecodeError" in query for query in answer.queries)
+    assert answer.citations[0].path == "json/decoder.py"
+
+
+def test_description_prefers_the_docstring(json_repo):
+    (file,) = [f for f in discover(json_repo) if isinstance(f, SourceFile)
+               and f.path == "json/decoder.py"]
+    # A long function may be split; its first piece carries the docstring.
+    chunk = next(c for c in chunk_file(file) if c.symbol == "py_scanstring")
+    assert describe(chunk) == "Scan the string s for a JSON string."
+
+
+def _decoder_chunks(json_repo: Path) -> list:
+    (file,) = [f for f in discover(json_repo) if isinstance(f, SourceFile)
+               and f.path == "json/decoder.py"]
+    return sorted(chunk_file(file), key=lambda c: c.start_line)
+
+
+def _shown(path: str, start: int, end: int, repo: Path) -> Excerpt:
+    lines = split_lines((repo / path).read_text())
+    return Excerpt(path, start, end, "\n".join(lines[start - 1 : end]))
+
+
+def test_touching_hits_shown_together_are_listed_as_one_location(json_repo):
+    chunks = _decoder_chunks(json_repo)
+    first, second = next(
+        (a, b) for a, b in zip(chunks, chunks[1:], strict=False)
+        if a.symbol and b.symbol and 0 < b.start_line - a.end_line <= 2
+    )
+    excerpt = _shown(first.path, first.start_line, second.end_line, json_repo)
+    text = offline_draft("q", [SearchHit(second, 1.0), SearchHit(first, 0.5)], [excerpt], [], 6)
+    cited = [match.citation for match in parse_citations(text)]
+    assert cited[0] == Citation(first.path, first.start_line, second.end_line)
+    assert f"(with `{first.symbol}`)" in text
+
+
+def test_code_is_listed_before_prose_unless_the_question_asks_for_docs(json_repo):
+    code = _decoder_chunks(json_repo)[0]
+    notes = "# Changelog\n\nThe decoder now reports the line of a bad JSON document.\n"
+    (prose,) = chunk_file(SourceFile("CHANGES.md", "markdown", notes, "0" * 64))
+    hits = [SearchHit(prose, 1.0), SearchHit(code, 0.5)]
+    shown = [_shown(code.path, code.start_line, code.end_line, json_repo),
+             Excerpt(prose.path, prose.start_line, prose.end_line, prose.text)]
+    about_code = offline_draft("how are bad documents reported?", hits, shown, [], 6)
+    about_docs = offline_draft("what does the changelog say?", hits, shown, [], 6)
+    assert [m.citation.path for m in parse_citations(about_code)][:2] == [
+        "json/decoder.py", "CHANGES.md"
+    ]
+    assert parse_citations(about_docs)[0].citation.path == "CHANGES.md"

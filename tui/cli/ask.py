@@ -1,0 +1,128 @@
+"""`codeqa ask QUESTION`: a cited answer about a repository (offline list without a model)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from codeqa.retrieval.errors import CodeqaError, IndexNotFound
+from codeqa.retrieval.records import SearchMode
+from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+
+# Cited snippets longer than this are cut with a marker (--show-sources).
+SOURCE_LINES = 40
+
+
+class NoQuestion(CodeqaError):
+    pass
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ask",
+        help="answer a question about a repository, citing path:start-end",
+        description=(
+            "Answer a question about a repository with citations. Without --model (or "
+            "$CODEQA_MODEL) the answer lists the most relevant code locations instead."
+        ),
+    )
+    parser.add_argument("question", help="the question; '-' reads it from stdin")
+    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
+    parser.add_argument(
+        "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
+    )
+    parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    parser.add_argument(
+        "--show-sources", action="store_true", help="print the cited lines after the answer"
+    )
+    add_index_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeqa.agent import AgentSettings, Assistant
+    from codeqa.agent.llm import LLMClient
+    from codeqa.retrieval.index import build_index, open_index
+    from codeqa.tui.cli.progress import ProgressPrinter
+
+    question = sys.stdin.read() if args.question == "-" else args.question
+    if not question.strip():
+        raise NoQuestion("the question is empty")
+    settings = settings_from_args(args, args.repo)
+    agent = AgentSettings(model=settings.model, search_mode=SearchMode(args.mode))
+    if agent.model:  # a bad model name or key should not cost an indexing run first
+        LLMClient(agent).check()
+    try:
+        index = open_index(args.repo, settings.index)
+    except IndexNotFound:
+        print(f"codeqa: indexing {args.repo} first…", file=sys.stderr)
+        progress = ProgressPrinter()
+        try:
+            build_index(args.repo, settings.index, progress)
+        finally:
+            progress.close()
+        index = open_index(args.repo, settings.index)
+    with index:
+        assistant = Assistant(index, agent)
+        stream = not args.json and sys.stdout.isatty() and agent.model is not None
+        streamed: list[str] = []
+
+        def on_token(token: str) -> None:
+            streamed.append(token)
+            sys.stdout.write(token)
+            sys.stdout.flush()
+
+        answer = assistant.ask(question, on_token=on_token if stream else None)
+        if args.json:
+            print(json.dumps(answer_to_json(answer), indent=2))
+            return 0
+        if not stream:
+            print(answer.text)
+        elif "".join(streamed).strip() != answer.text.strip():
+            # The stream showed the raw draft; verification changed it, so show the checked one.
+            print("\n\n--- checked answer ---\n")
+            print(answer.text)
+        else:
+            print()
+        if args.show_sources:
+            for citation in answer.citations:
+                print(_source(index.repo_root, str(citation), citation))
+    return 0
+
+
+def answer_to_json(answer) -> dict[str, object]:
+    return {
+        "answer": answer.text,
+        "citations": [
+            {"path": c.path, "start_line": c.start_line, "end_line": c.end_line}
+            for c in answer.citations
+        ],
+        "queries": answer.queries,
+        "model": answer.model,
+        "tokens": answer.usage.prompt_tokens + answer.usage.completion_tokens,
+        "cost_usd": answer.usage.cost_usd,
+        "seconds": round(answer.seconds, 3),
+        "notes": answer.notes,
+    }
+
+
+def _source(root: Path, label: str, citation) -> str:
+    from codeqa.agent.tools import split_lines
+
+    try:
+        lines = split_lines((root / citation.path).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return f"\n{label}  (file no longer readable)"
+    chosen = lines[citation.start_line - 1 : citation.end_line]
+    cut = len(chosen) > SOURCE_LINES
+    width = len(str(citation.end_line))
+    body = [
+        f"{number:>{width}} | {line}"
+        for number, line in enumerate(chosen[:SOURCE_LINES], start=citation.start_line)
+    ]
+    if cut:
+        body.append(f"{'':>{width}} | … ({len(chosen) - SOURCE_LINES} more lines)")
+    return "\n".join([f"\n{label}", *body])
