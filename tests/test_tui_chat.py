@@ -1,0 +1,416 @@
+"""`codeqa chat`: the Textual app driven through Textual's pilot, on a small real repository."""
+
+from __future__ import annotations
+
+import fcntl
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import litellm
+import pytest
+from codeqa.agent.settings import AgentSettings
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.index import LOCK_NAME, build_index
+from codeqa.tui.app import ChatConfig, CodeqaApp
+from codeqa.tui.screens import CodeViewerScreen, HelpScreen
+from codeqa.tui.settings import Settings
+from codeqa.tui.widgets import AnswerMessage, CitationList, CodeView, IndexProgress, SourcesPanel
+from litellm import CustomLLM
+from litellm.types.utils import GenericStreamingChunk
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+FIXTURES = Path(__file__).parent / "fixtures" / "languages"
+SHOP_FILES = ("inventory.py", "ratelimit.go", "router.js")
+# The static embedder keeps indexing in these tests to a fraction of a second of CPU.
+EMBED_MODEL = "wordllama"
+LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
+SIZE = (140, 40)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Textual runs on asyncio
+
+
+def make_shop(root: Path) -> Path:
+    """A three-file repository (Python, Go, JavaScript) named `shop`."""
+    repo = root / "shop"
+    repo.mkdir(parents=True)
+    for name in SHOP_FILES:
+        shutil.copy(FIXTURES / name, repo / name)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def indexed_shop(tmp_path_factory) -> tuple[Path, Path]:
+    """The shop repo and a complete index of it, built once; tests copy the index."""
+    root = tmp_path_factory.mktemp("chat")
+    repo = make_shop(root)
+    index_dir = root / "index"
+    build_index(repo, IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL))
+    return repo, index_dir
+
+
+@pytest.fixture
+def shop(indexed_shop, tmp_path) -> tuple[Path, Path]:
+    repo, built = indexed_shop
+    index_dir = tmp_path / "index"
+    shutil.copytree(built, index_dir)
+    return repo, index_dir
+
+
+def chat_app(repo: Path, index_dir: Path, model: str | None = None) -> CodeqaApp:
+    settings = Settings(index=IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL))
+    agent = AgentSettings(model=model, retries=0, retry_initial_seconds=0.01)
+    return CodeqaApp(ChatConfig(repo=repo, settings=settings, agent=agent))
+
+
+async def wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {condition.__doc__ or condition}")
+        await pilot.pause(0.05)
+
+
+def ready(app: CodeqaApp) -> Callable[[], bool]:
+    return lambda: app.assistant is not None and app.status.state == "ready"
+
+
+async def ask(pilot: Pilot, question: str) -> None:
+    pilot.app.chat.query_one("#question", Input).value = question
+    await pilot.press("enter")
+
+
+def answers(app: CodeqaApp) -> list[AnswerMessage]:
+    return list(app.chat.query(AnswerMessage))
+
+
+def error_notices(app: CodeqaApp) -> list[str]:
+    return [n.message for n in app._notifications if n.severity == "error"]
+
+
+class ScriptedModel(CustomLLM):
+    """A chat model behind litellm: plans nothing, then streams an answer citing its evidence.
+
+    `hold` pauses the stream after `HOLD_AFTER` words until the test sets it, so a
+    test can look at a half-written answer or cancel it.
+    """
+
+    HOLD_AFTER = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[dict]] = []
+        self.hold = threading.Event()
+        self.hold.set()
+
+    def completion(self, model, messages, *args, **kwargs):  # the planner: no extra queries
+        self.calls.append(messages)
+        return litellm.completion(model="openai/scripted", messages=messages, mock_response="{}")
+
+    def streaming(self, model, messages, *args, **kwargs):
+        self.calls.append(messages)
+        found = LABEL.search(messages[-1]["content"])
+        if found is None:
+            reply = "Nothing in the excerpts answers that."
+        else:
+            first = f"{found['path']}:{found['start']}-{found['end']}"
+            reply = f"The answer is in `{first}`, which holds the code that does this."
+        words = re.findall(r"\S+\s*", reply)
+        for number, word in enumerate(words):
+            if number == self.HOLD_AFTER:
+                self.hold.wait(30)
+            last = number == len(words) - 1
+            yield GenericStreamingChunk(
+                text=word,
+                is_finished=last,
+                finish_reason="stop" if last else None,
+                usage=None,
+                index=0,
+                tool_use=None,
+            )
+
+
+@pytest.fixture
+def scripted(monkeypatch) -> ScriptedModel:
+    model = ScriptedModel()
+    monkeypatch.setattr(
+        litellm, "custom_provider_map", [{"provider": "scripted", "custom_handler": model}]
+    )
+    monkeypatch.setattr(litellm, "_custom_providers", ["scripted"])
+    return model
+
+
+# ---- answering ---------------------------------------------------------------------------
+
+
+async def test_offline_answer_lists_cited_locations_and_evidence(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        assert "offline mode" in str(app.chat.query_one("#status").render())
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        text = answers(app)[0].source
+        citations = app.chat.query_one(CitationList).citations
+        assert citations, text
+        assert all(f"{c.path}:{c.start_line}" in text for c in citations)
+        assert any(c.path == "inventory.py" for c in citations)
+        assert app.chat.query_one(SourcesPanel).row_count > 0
+        assert not error_notices(app)
+
+
+async def test_model_answer_streams_before_it_is_finished(shop, scripted):
+    scripted.hold.clear()
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: answers(app) and answers(app)[0].streamed)
+        partial = answers(app)[0].streamed
+        assert app.answering
+        assert partial.startswith("The answer is")
+        scripted.hold.set()
+        await wait_for(pilot, lambda: not app.answering)
+        final = answers(app)[0]
+        assert final.streamed.startswith(partial)
+        assert len(final.streamed) > len(partial)
+        [citation] = app.chat.query_one(CitationList).citations
+        assert str(citation) in final.source
+        assert not error_notices(app)
+
+
+async def test_follow_up_question_is_sent_with_the_earlier_turn(shop, scripted):
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: len(answers(app)) == 1 and not app.answering)
+        await ask(pilot, "and where is it used?")
+        await wait_for(pilot, lambda: len(answers(app)) == 2 and not app.answering)
+        last_draft = [c for c in scripted.calls if LABEL.search(c[-1]["content"])][-1]
+        contents = [message["content"] for message in last_draft]
+        assert "How does the rate limiter refill its tokens?" in contents
+
+
+async def test_new_chat_forgets_the_earlier_turns(shop, scripted):
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: len(answers(app)) == 1 and not app.answering)
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: not answers(app))
+        await ask(pilot, "and where is it used?")
+        await wait_for(pilot, lambda: len(answers(app)) == 1 and not app.answering)
+        last_draft = [c for c in scripted.calls if LABEL.search(c[-1]["content"])][-1]
+        contents = [message["content"] for message in last_draft]
+        assert "How does the rate limiter refill its tokens?" not in contents
+
+
+async def test_escape_cancels_an_answer_in_flight(shop, scripted):
+    scripted.hold.clear()
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: answers(app) and answers(app)[0].streamed)
+        await pilot.press("escape")
+        scripted.hold.set()
+        await wait_for(pilot, lambda: not app.answering)
+        text = answers(app)[0].source
+        assert "stopped" in text
+        assert "holds the code that does this" not in text
+        assert not error_notices(app)
+        await ask(pilot, "where is the reorder level checked?")  # the chat is still usable
+        await wait_for(pilot, lambda: len(answers(app)) == 2 and not app.answering)
+
+
+async def test_missing_api_key_is_a_notice_and_the_chat_stays_open(shop, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    app = chat_app(*shop, model="openai/gpt-4o-mini")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and error_notices(app))
+        assert any("OPENAI_API_KEY" in notice for notice in error_notices(app))
+        assert "OPENAI_API_KEY" in answers(app)[0].source
+        assert app.is_running and app.status.state == "ready"
+
+
+# ---- citations and the code viewer --------------------------------------------------------
+
+
+async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scripted):
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        [citation] = app.chat.query_one(CitationList).citations
+        await pilot.click(CitationList, offset=(4, 1))  # the first option, below the border
+        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await pilot.pause(0.1)
+        view = app.screen.query_one(CodeView)
+        assert view.highlight_range == (citation.start_line, citation.end_line)
+        source = (shop[0] / citation.path).read_text().splitlines()
+        assert view.line_count == len(source)
+        top = int(view.scroll_offset.y)
+        visible = {top + y + 1: view.render_line(y).text for y in range(view.size.height)}
+        assert citation.start_line in visible
+        for number, text in visible.items():
+            cited = citation.start_line <= number <= citation.end_line
+            assert (f"{number}▌" in text) == cited, text
+            assert source[number - 1].strip() in text
+        await pilot.press("escape")
+        assert app.screen is app.chat
+
+
+async def test_evidence_rows_open_in_the_viewer_and_n_steps_through_them(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "token bucket refill rate")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        sources = app.chat.query_one(SourcesPanel)
+        assert sources.row_count >= 2
+        sources.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        viewer = app.screen
+        assert viewer.position == 0
+        await pilot.press("n")
+        assert viewer.position == 1
+        cited = viewer.citations[1]
+        assert viewer.query_one(CodeView).highlight_range == (cited.start_line, cited.end_line)
+
+
+async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkeypatch):
+    monkeypatch.delenv("EDITOR", raising=False)
+    monkeypatch.delenv("VISUAL", raising=False)
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        app.chat.query_one(CitationList).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await pilot.press("e")
+        messages = [n.message for n in app._notifications]
+        assert any("$EDITOR" in message for message in messages)
+        assert isinstance(app.screen, CodeViewerScreen)
+
+
+# ---- indexing, errors, keys ------------------------------------------------------------------
+
+
+class ProgressRecordingApp(CodeqaApp):
+    """The chat app, noting each indexing phase it displays."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.phases: list[str] = []
+
+    def on_index_progressed(self, message) -> None:
+        self.phases.append(message.event.phase)
+        super().on_index_progressed(message)
+
+
+async def test_unindexed_repo_is_indexed_in_the_background_with_progress(tmp_path):
+    repo = make_shop(tmp_path)
+    settings = Settings(index=IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL))
+    app = ProgressRecordingApp(ChatConfig(repo, settings, AgentSettings()))
+    async with app.run_test(size=SIZE) as pilot:
+        # The UI takes input while indexing: a question asked now is answered when ready.
+        await ask(pilot, "where is the reorder level checked?")
+        assert len(answers(app)) == 1  # shown at once, answered when the index is ready
+        await wait_for(pilot, lambda: app.status.state == "ready" and not app.answering)
+        assert {"scan", "chunk", "embed"} <= set(app.phases)
+        assert app.status.chunks and app.status.chunks > 0
+        assert app.status.vectors_filled == 1.0
+        assert not app.chat.query_one(IndexProgress).display
+        assert app.chat.query_one(CitationList).citations
+
+
+async def test_missing_repo_is_an_error_notice_not_a_crash(tmp_path):
+    app = chat_app(tmp_path / "no-such-repo", tmp_path / "index")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.status.state == "no index")
+        assert any("does not exist" in notice for notice in error_notices(app))
+        await ask(pilot, "anything?")
+        assert app.is_running and not app.answering
+
+
+async def test_help_opens_with_f1_and_q_quits_only_outside_the_question_box(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert app.screen is app.chat
+        await pilot.press("q")
+        assert app.chat.query_one("#question", Input).value == "q"
+        app.chat.query_one(CitationList).focus()
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+# ---- snapshots --------------------------------------------------------------------------------
+# The repo is always named `shop` and the model is scripted, so the screens are identical
+# from run to run; a change in them is a change in what the user sees.
+
+
+def answered_app(shop) -> tuple[CodeqaApp, Callable]:
+    app = chat_app(*shop, model="scripted/chat")
+
+    async def ask_and_settle(pilot: Pilot) -> None:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        app.clear_notifications()
+        app.chat.query_one("#question", Input).cursor_blink = False  # a blink is a flaky pixel
+        await pilot.pause(0.2)
+
+    return app, ask_and_settle
+
+
+def test_snapshot_of_the_chat_after_an_answer(shop, scripted, snap_compare):
+    app, run_before = answered_app(shop)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_of_the_code_viewer(shop, scripted, snap_compare):
+    app, settle = answered_app(shop)
+
+    async def open_citation(pilot: Pilot) -> None:
+        await settle(pilot)
+        app.chat.query_one(CitationList).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_citation)
+
+
+async def test_index_locked_by_another_process_is_used_as_it_is(shop):
+    repo, index_dir = shop
+    with open(index_dir / LOCK_NAME, "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running `codeqa index`
+        app = chat_app(repo, index_dir)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, ready(app))
+            warnings = [n.message for n in app._notifications if n.severity == "warning"]
+            assert any("another codeqa process" in message for message in warnings)
+            await ask(pilot, "where is the reorder level checked?")
+            await wait_for(pilot, lambda: not app.answering and answers(app))
+            assert app.chat.query_one(CitationList).citations

@@ -1,0 +1,362 @@
+"""`codeqa chat`: the Textual app that owns the index, the assistant and their workers.
+
+Screens and widgets only display and post messages; this class turns those
+messages into work (indexing, answering) on worker threads and routes what
+the workers report back to the widgets.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from codeqa.agent.answer import Answer
+from codeqa.agent.settings import AgentSettings
+from codeqa.retrieval.errors import CodeqaError, IndexMismatch
+from codeqa.retrieval.index import Index, ProgressEvent
+from codeqa.tui.screens import ChatScreen, CodeViewerScreen, HelpScreen
+from codeqa.tui.settings import Settings
+from codeqa.tui.widgets import (
+    AnswerMessage,
+    CitationList,
+    IndexProgress,
+    SessionStatus,
+    SourcesPanel,
+    StatusBar,
+)
+from codeqa.tui.workers import (
+    AnswerFailed,
+    AnswerFinished,
+    AnswerToken,
+    IndexFailed,
+    IndexProgressed,
+    IndexReady,
+    LiveRetriever,
+    VectorsFilled,
+    in_daemon_thread,
+    update_index,
+)
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+if TYPE_CHECKING:
+    from codeqa.agent import Assistant
+
+
+@dataclass(frozen=True, slots=True)
+class ChatConfig:
+    """Everything `codeqa chat` was started with, resolved at the CLI."""
+
+    repo: Path
+    settings: Settings
+    agent: AgentSettings
+    repo_label: str | None = None  # shown in the status bar; defaults to the folder name
+
+
+class CodeqaApp(App[None]):
+    TITLE = "codeqa"
+    CSS_PATH = Path(__file__).parent / "chat.tcss"  # absolute: subclasses live elsewhere
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("ctrl+c", "quit", "Quit", priority=True),
+        Binding("f1", "help", "Help", show=False),
+    ]
+
+    def __init__(self, config: ChatConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.index: Index | None = None
+        self.index_error: str | None = None
+        self.assistant: Assistant | None = None  # imported and built on the index worker
+        self._retriever: LiveRetriever | None = None
+        self._threads = itertools.count(1)
+        self.thread_id = f"chat-{next(self._threads)}"
+        self._stop = threading.Event()  # set on quit: background indexing stops at a batch edge
+        self._answer_cancel: threading.Event | None = None
+        self._answer_view: AnswerMessage | None = None
+        self._pending_question: str | None = None
+        self._indexing = False
+        self.chat = ChatScreen()
+        self._rebuild_next = False  # the index on disk is incompatible: ctrl+r rebuilds it
+        self.status = SessionStatus(
+            repo=config.repo_label or Path(config.repo).name or str(config.repo),
+            model=config.agent.model,
+            store=config.settings.index.store,
+        )
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def get_default_screen(self) -> ChatScreen:
+        return self.chat
+
+    def on_chat_screen_ready(self) -> None:
+        self._set_status(state="indexing")
+        self.start_indexing()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+        if self._answer_cancel is not None:
+            self._answer_cancel.set()
+        if self.index is not None:
+            try:
+                self.index.close()
+            except Exception:  # closing must never turn a clean quit into a traceback
+                pass
+
+    @property
+    def answering(self) -> bool:
+        return self._answer_cancel is not None
+
+    def _set_status(self, **changes: object) -> None:
+        self.status = self.status.with_changes(**changes)
+        self.chat.query_one(StatusBar).status = self.status
+        self.refresh_bindings()  # "cancel answer" shows only while there is one
+
+    # ---- indexing ---------------------------------------------------------------------
+
+    def start_indexing(self) -> None:
+        self._indexing = True
+        self.chat.query_one(IndexProgress).start()
+        rebuild, self._rebuild_next = self._rebuild_next, False
+        self._index_worker(rebuild)
+
+    @work(thread=True, group="index", exclusive=True, exit_on_error=False)
+    def _index_worker(self, rebuild: bool) -> None:
+        report_progress = lambda event: self.post_message(IndexProgressed(event))  # noqa: E731
+        try:
+            index, report, notice = update_index(
+                self.config.repo,
+                self.config.settings.index,
+                report_progress,
+                self._stop,
+                rebuild=rebuild,
+            )
+            if self._retriever is None:
+                from codeqa.agent import Assistant
+
+                self._retriever = LiveRetriever(index)
+                self.assistant = Assistant(self._retriever, self.config.agent)
+            ready = IndexReady(index, report, self._retriever, notice)
+        except KeyboardInterrupt:
+            return
+        except IndexMismatch as error:
+            self.post_message(IndexFailed(f"{error} (or press ctrl+r to rebuild it now)", True))
+            return
+        except CodeqaError as error:
+            self.post_message(IndexFailed(str(error)))
+            return
+        except Exception as error:  # an unexpected failure is still a notice, not a crash
+            self.post_message(IndexFailed(f"indexing failed: {type(error).__name__}: {error}"))
+            return
+        self.post_message(ready)
+        try:
+            if self.config.agent.model:
+                # litellm takes seconds to import: now, not while the first question waits.
+                from codeqa.agent.llm import load_litellm
+
+                load_litellm()
+            if ready.vectors_missing:
+                index.fill_vectors(report_progress, self._stop)
+        except KeyboardInterrupt:
+            self.post_message(VectorsFilled("stopped"))
+            return
+        except Exception as error:
+            self.post_message(VectorsFilled(f"{error}"))
+            return
+        self.post_message(VectorsFilled())
+
+    def on_index_progressed(self, message: IndexProgressed) -> None:
+        event: ProgressEvent = message.event
+        self.chat.query_one(IndexProgress).update_from(event)
+        if event.phase == "embed" and event.total and self.index is not None:
+            chunks = max(self.status.chunks or 0, 1)
+            filled = 1 - (event.total - event.done) / chunks
+            self._set_status(vectors_filled=min(max(filled, 0.0), 1.0))
+
+    def on_index_ready(self, message: IndexReady) -> None:
+        previous = self.index
+        self.index = message.index
+        message.retriever.index = message.index
+        if previous is not None and previous is not message.index:
+            previous.close()
+        self.index_error = None
+        chunks = message.chunks
+        missing = message.vectors_missing
+        filled = 1.0 if chunks == 0 else 1 - missing / chunks
+        self._set_status(
+            chunks=chunks,
+            vectors_filled=filled,
+            state="embedding in background" if missing else "ready",
+        )
+        if not missing:
+            self._indexing_done()
+        if message.notice:
+            self.notify(message.notice, severity="warning", timeout=10)
+        elif chunks == 0:
+            self.notify(
+                "no source files found in this repository (check .gitignore/.codeqaignore)",
+                severity="warning",
+            )
+        if self._pending_question is not None:
+            question, self._pending_question = self._pending_question, None
+            self._run_answer(question)
+
+    async def on_index_failed(self, message: IndexFailed) -> None:
+        self._indexing_done()
+        self.index_error = message.reason
+        self._rebuild_next = message.needs_rebuild
+        self._set_status(state="no index")
+        self.notify(
+            message.reason, title="Cannot index the repository", severity="error", timeout=10
+        )
+        if self._pending_question is not None:
+            self._pending_question = None
+            await self._fail_pending_answer(message.reason)
+
+    def on_vectors_filled(self, message: VectorsFilled) -> None:
+        self._indexing_done()
+        if message.reason is None:
+            self._set_status(vectors_filled=1.0, state="ready")
+        elif message.reason != "stopped":
+            self._set_status(state="keyword search only")
+            self.notify(
+                f"embedding stopped: {message.reason}; answers use keyword search until "
+                "the next re-index",
+                severity="warning",
+            )
+
+    def _indexing_done(self) -> None:
+        self._indexing = False
+        self.chat.query_one(IndexProgress).done()
+
+    def action_reindex(self) -> None:
+        if self._indexing:
+            self.notify("indexing is already running")
+            return
+        if self.answering:
+            self.notify("wait for the answer to finish (or press escape) before re-indexing")
+            return
+        self._set_status(state="indexing")
+        self.start_indexing()
+
+    # ---- answering --------------------------------------------------------------------
+
+    async def on_chat_screen_asked(self, message: ChatScreen.Asked) -> None:
+        if self.answering:
+            self.notify("an answer is still being written; press escape to cancel it")
+            return
+        if self.assistant is None:
+            if self.index_error is not None:
+                self.notify(self.index_error, title="No index", severity="error")
+                return
+            self._pending_question = message.question
+            self._answer_view = await self.chat.begin_answer(message.question)
+            self.refresh_bindings()
+            self.notify("the index is being built; your question is answered when it is ready")
+            return
+        self._answer_view = await self.chat.begin_answer(message.question)
+        self._run_answer(message.question)
+
+    def _run_answer(self, question: str) -> None:
+        self._answer_cancel = threading.Event()
+        self._set_status(state="answering")
+        self._answer_worker(question, self.thread_id, self._answer_cancel)
+
+    @work(group="answer", exclusive=True, exit_on_error=False)
+    async def _answer_worker(self, question: str, thread_id: str, cancel: threading.Event) -> None:
+        assistant = self.assistant
+        assert assistant is not None  # asked only once the index worker built it
+
+        def ask() -> Answer:
+            return assistant.ask(
+                question,
+                thread_id=thread_id,
+                on_token=lambda text: self.post_message(AnswerToken(text)),
+                cancel=cancel,
+            )
+
+        try:
+            answer = await in_daemon_thread(ask, name="codeqa-answer")
+        except KeyboardInterrupt:
+            self.post_message(AnswerFailed("cancelled", cancelled=True))
+        except CodeqaError as error:
+            self.post_message(AnswerFailed(str(error), cancelled=cancel.is_set()))
+        except Exception as error:  # shown as a notice; the chat stays usable
+            self.post_message(AnswerFailed(f"{type(error).__name__}: {error}"))
+        else:
+            self.post_message(AnswerFinished(answer, cancelled=cancel.is_set()))
+
+    async def on_answer_token(self, message: AnswerToken) -> None:
+        if self._answer_view is not None:
+            await self._answer_view.write(message.text)
+
+    async def on_answer_finished(self, message: AnswerFinished) -> None:
+        answer = message.answer
+        if self._answer_view is not None:
+            await self._answer_view.finish(answer.text)
+        self.chat.show_evidence(answer)
+        if answer.notes and not message.cancelled:
+            self.notify(" ".join(answer.notes), title="About this answer", timeout=8)
+        self._answer_done()
+
+    async def on_answer_failed(self, message: AnswerFailed) -> None:
+        await self._fail_pending_answer(message.reason, message.cancelled)
+
+    async def _fail_pending_answer(self, reason: str, cancelled: bool = False) -> None:
+        if self._answer_view is not None:
+            await self._answer_view.fail("cancelled" if cancelled else reason)
+        if not cancelled:
+            self.notify(reason, title="No answer", severity="error", timeout=10)
+        self._answer_done()
+
+    def _answer_done(self) -> None:
+        self._answer_cancel = None
+        self._answer_view = None
+        self._set_status(state="embedding in background" if self._indexing else "ready")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_answer":
+            return self.answering or self._pending_question is not None
+        return True
+
+    def action_cancel_answer(self) -> None:
+        if self._answer_cancel is not None:
+            self._answer_cancel.set()
+            self._set_status(state="cancelling")
+        elif self._pending_question is not None:
+            self._pending_question = None
+            self.run_worker(self._fail_pending_answer("cancelled", cancelled=True))
+
+    async def action_new_chat(self) -> None:
+        if self.answering:
+            self.notify("wait for the answer to finish (or press escape) first")
+            return
+        self.thread_id = f"chat-{next(self._threads)}"
+        await self.chat.clear_conversation()
+        self.notify("new conversation: earlier questions are forgotten")
+
+    # ---- navigation -------------------------------------------------------------------
+
+    def on_citation_list_opened(self, message: CitationList.Opened) -> None:
+        self._open_viewer(message.citations, message.index)
+
+    def on_sources_panel_opened(self, message: SourcesPanel.Opened) -> None:
+        self._open_viewer(message.citations, message.index)
+
+    def _open_viewer(self, citations: list, index: int) -> None:
+        root = self.index.repo_root if self.index is not None else Path(self.config.repo)
+        self.push_screen(CodeViewerScreen(root, citations, index))
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        self._stop.set()
+        if self._answer_cancel is not None:
+            self._answer_cancel.set()
+        self.exit()

@@ -1,0 +1,78 @@
+"""The main screen: conversation and question on the left, citations and evidence right."""
+
+from __future__ import annotations
+
+from codeqa.agent.answer import Answer
+from codeqa.tui.widgets import (
+    AnswerMessage,
+    CitationList,
+    Conversation,
+    IndexProgress,
+    SourcesPanel,
+    StatusBar,
+)
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+
+class ChatScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "app.cancel_answer", "Cancel answer"),
+        Binding("f1,question_mark", "app.help", "Help", key_display="F1"),
+        Binding("ctrl+n", "app.new_chat", "New chat"),
+        Binding("ctrl+r", "app.reindex", "Re-index"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    class Ready(Message):
+        """The screen's widgets are in place: the app may start filling them."""
+
+    class Asked(Message):
+        """The user submitted a question."""
+
+        def __init__(self, question: str) -> None:
+            super().__init__()
+            self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="panes"):
+            with Vertical(id="chat-column"):
+                yield Conversation(id="conversation")
+                yield Input(placeholder="Ask about this repository… (enter)", id="question")
+            with Vertical(id="side-column"):
+                yield CitationList(id="citations")
+                yield SourcesPanel(id="sources")
+        yield IndexProgress(id="index-progress")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#conversation").border_title = "Conversation"
+        self.query_one("#citations").border_title = "Citations"
+        self.query_one("#sources").border_title = "Evidence"
+        self.query_one("#index-progress").display = False
+        self.query_one("#question", Input).focus()
+        self.post_message(self.Ready())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        question = event.value.strip()
+        if not question:
+            return
+        event.input.clear()
+        self.post_message(self.Asked(question))
+
+    async def begin_answer(self, question: str) -> AnswerMessage:
+        return await self.query_one(Conversation).add_question(question)
+
+    def show_evidence(self, answer: Answer) -> None:
+        self.query_one(CitationList).show(answer.citations)
+        self.query_one(SourcesPanel).show(answer.sources)
+
+    async def clear_conversation(self) -> None:
+        await self.query_one(Conversation).clear()
+        self.query_one(CitationList).show([])
+        self.query_one(SourcesPanel).show([])

@@ -1,0 +1,115 @@
+"""The cited code: the whole file, the cited lines marked, one key to open it in $EDITOR."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from codeqa.agent.answer import Citation
+from codeqa.retrieval.errors import CodeqaError
+from codeqa.tui.editor import editor_command
+from codeqa.tui.widgets.code_view import CodeView
+from textual.app import ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Label
+
+
+class CodeViewerScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "Back"),
+        Binding("n", "step(1)", "Next citation"),
+        Binding("p", "step(-1)", "Previous citation"),
+        Binding("e", "open_editor", "Open in $EDITOR"),
+    ]
+
+    def __init__(self, repo_root: Path, citations: list[Citation], index: int = 0) -> None:
+        super().__init__()
+        self.repo_root = repo_root
+        self.citations = citations
+        self.position = index
+        self._loaded_path: str | None = None
+
+    @property
+    def citation(self) -> Citation:
+        return self.citations[self.position]
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="viewer-title")
+        yield CodeView(id="code")
+        yield Label("", id="viewer-cursor")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_citation()
+        self.query_one(CodeView).focus()
+
+    def show_citation(self) -> None:
+        citation = self.citation
+        view = self.query_one(CodeView)
+        if citation.path != self._loaded_path:
+            try:
+                text = read_source(self.repo_root, citation.path)
+            except CodeqaError as error:
+                self.notify(str(error), title="Cannot show the code", severity="error")
+                view.load("", citation.path)
+                self._loaded_path = None
+            else:
+                view.load(text, citation.path, (citation.start_line, citation.end_line))
+                self._loaded_path = citation.path
+        else:
+            view.mark((citation.start_line, citation.end_line))
+        count = f"  ({self.position + 1}/{len(self.citations)})" if len(self.citations) > 1 else ""
+        self.query_one("#viewer-title", Label).update(f" {citation}{count}")
+
+    def on_code_view_cursor_moved(self, event: CodeView.CursorMoved) -> None:
+        view = self.query_one(CodeView)
+        self.query_one("#viewer-cursor", Label).update(
+            f" line {event.line} of {view.line_count}"
+        )
+
+    def action_step(self, delta: int) -> None:
+        if len(self.citations) < 2:
+            return
+        self.position = (self.position + delta) % len(self.citations)
+        self.show_citation()
+
+    def action_open_editor(self) -> None:
+        path = self.repo_root / self.citation.path
+        line = self.query_one(CodeView).cursor_line
+        try:
+            command = editor_command(path, line)
+        except CodeqaError as error:
+            self.notify(str(error), title="No editor", severity="warning")
+            return
+        try:
+            with self.app.suspend():
+                result = subprocess.run(command, check=False)
+        except SuspendNotSupported:
+            self.notify("this terminal cannot hand over to an editor", severity="warning")
+            return
+        except OSError as error:
+            self.notify(f"could not start {command[0]!r}: {error}", severity="error")
+            return
+        if result.returncode != 0:
+            self.notify(f"{command[0]} exited with status {result.returncode}", severity="warning")
+        self._loaded_path = None  # the file may have been edited: reload it
+        self.show_citation()
+        self.query_one(CodeView).move_cursor(line)
+
+
+class SourceUnreadable(CodeqaError):
+    pass
+
+
+def read_source(repo_root: Path, path: str) -> str:
+    """The text of a repo file for display; undecodable bytes are shown as replacement marks."""
+    target = (repo_root / path).resolve()
+    if not target.is_relative_to(repo_root.resolve()):
+        raise SourceUnreadable(f"{path} is outside the repository")
+    try:
+        return target.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raise SourceUnreadable(f"{path} no longer exists; re-index with ctrl+r") from None
+    except OSError as error:
+        raise SourceUnreadable(f"cannot read {path}: {error.strerror or error}") from None

@@ -1,0 +1,101 @@
+"""The conversation pane: questions and Markdown answers, the latest one streaming in."""
+
+from __future__ import annotations
+
+from textual.containers import VerticalScroll
+from textual.widgets import Markdown, Static
+from textual.widgets.markdown import MarkdownStream
+
+_WELCOME = (
+    "Ask a question about this repository, for example “where is the config loaded?”\n"
+    "Every answer cites file:start-end; pick a citation on the right to read the code.\n"
+    "Press F1 for keys."
+)
+
+
+class QuestionMessage(Static):
+    """What the user asked."""
+
+
+class AnswerMessage(Markdown):
+    """One answer: streamed token by token, then replaced by the verified final text."""
+
+    def __init__(self) -> None:
+        super().__init__("_Searching the code…_", classes="pending")
+        self._stream: MarkdownStream | None = None
+        self.streamed = ""
+
+    async def write(self, token: str) -> None:
+        if self._stream is None:
+            self.remove_class("pending")
+            await self.update("")  # drop the "searching" placeholder
+            self._stream = Markdown.get_stream(self)
+        self.streamed += token
+        await self._stream.write(token)
+        self._keep_in_view()
+
+    async def finish(self, text: str) -> None:
+        """Show the final text (citations may have been checked and corrected since streaming)."""
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self.remove_class("pending")
+        if text != self.streamed:
+            await self.update(text)
+        self._keep_in_view()
+
+    def _keep_in_view(self) -> None:
+        if isinstance(self.parent, Conversation):
+            self.parent.keep_in_view()
+
+    async def fail(self, message: str) -> None:
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self.remove_class("pending")
+        self.add_class("failed")
+        kept = f"{self.streamed}\n\n" if self.streamed else ""
+        await self.update(f"{kept}**No answer:** {message}")
+
+
+class Conversation(VerticalScroll):
+    """Every turn of the chat so far; the newest question is kept in view as its answer streams."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._pinned: QuestionMessage | None = None
+
+    def compose(self):
+        yield Static(_WELCOME, id="welcome", markup=False)
+
+    async def add_question(self, question: str) -> AnswerMessage:
+        """Show `question` and an empty answer placeholder; returns the placeholder."""
+        welcome = self.query("#welcome")
+        if welcome:
+            await welcome.remove()
+        answer = AnswerMessage()
+        asked = QuestionMessage(question, markup=False)
+        await self.mount(asked, answer)
+        self._pinned = asked
+        self.keep_in_view()
+        return answer
+
+    def keep_in_view(self) -> None:
+        """Scroll the newest question towards the top as its answer grows below it.
+
+        A long answer is then read from its start (as in a browser chat), not its end;
+        once the reader scrolls, the pane is theirs until the next question.
+        """
+        if self._pinned is not None:
+            self.call_after_refresh(self.scroll_to_widget, self._pinned, top=True, animate=False)
+
+    def on_mouse_scroll_up(self) -> None:
+        self._pinned = None
+
+    def on_mouse_scroll_down(self) -> None:
+        self._pinned = None
+
+    async def clear(self) -> None:
+        self._pinned = None
+        await self.remove_children()
+        await self.mount(Static(_WELCOME, id="welcome", markup=False))

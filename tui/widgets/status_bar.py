@@ -1,0 +1,52 @@
+"""One line of facts about the session: repo, model, store, index size, vector fill."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    repo: str
+    model: str | None  # None: offline mode
+    store: str
+    chunks: int | None = None  # None until the index is open
+    vectors_filled: float | None = None  # 0..1; None until known
+    state: str = "starting"  # "indexing", "ready", "answering", "no index", …
+
+    def with_changes(self, **changes: object) -> SessionStatus:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+class StatusBar(Widget):
+    status: reactive[SessionStatus | None] = reactive(None)
+
+    def render(self) -> Text:
+        status = self.status
+        if status is None:
+            return Text("")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" repo ", style="bold")
+        text.append(status.repo)
+        text.append("  │  ")
+        if status.model:
+            text.append("model ", style="bold")
+            text.append(status.model)
+        else:
+            text.append("offline mode", style="bold")
+        text.append("  │  ")
+        text.append("store ", style="bold")
+        text.append(status.store)
+        if status.chunks is not None:
+            text.append("  │  ")
+            text.append(f"{status.chunks:,} chunks")
+        if status.vectors_filled is not None:
+            text.append("  │  ")
+            text.append(f"vectors {status.vectors_filled:.0%}")
+        text.append("  │  ")
+        text.append(status.state, style="italic")
+        return text
