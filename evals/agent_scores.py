@@ -91,3 +91,15 @@ def score_answer(answer: Answer, question: Question, repo: Path, seconds: float)
         tokens=answer.usage.prompt_tokens + answer.usage.completion_tokens,
         cited=tuple(f"{c.path}:{c.start_line}-{c.end_line}" for c in citations),
     )
+
+
+def score_failed_answer(question: Question, seconds: float) -> AgentScores:
+    """Scores of a question the agent could not answer (the model call failed): all misses."""
+    return AgentScores(
+        citations=0,
+        citations_valid=0.0,
+        citation_hit=0.0 if question.gold_lines else None,
+        cited_file_at_1=0.0 if question.gold_file_set else None,
+        seconds=seconds,
+        tokens=0,
+    )

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from codeqa.evals.agent_scores import AgentScores, score_answer
+from codeqa.evals.agent_scores import AgentScores, score_answer, score_failed_answer
 from codeqa.evals.dataset import Question
+from codeqa.evals.judge import AnswerJudge, JudgeVerdict
 from codeqa.evals.metrics import QuestionScores, RankedResult, score_question
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.chunker import THREE_TIER
+from codeqa.retrieval.config import IndexSettings, index_dir_for
+from codeqa.retrieval.embedders import DEFAULT_EMBEDDER
 from codeqa.retrieval.errors import CodeqaError, RepoNotFound
 from codeqa.retrieval.records import SearchHit, SearchMode
 
@@ -21,6 +25,11 @@ DEFAULT_RESULTS_PER_QUESTION = 10
 
 # The corpus id of the shipped sample: codeqa's own source tree.
 SELF_CORPUS_ID = "codeqa"
+
+# Index folders of ablation variants are `<corpus>@<chunker>[@<embedder>]`.
+VARIANT_SEPARATOR = "@"
+# Embedder names that mean the offline default (no folder suffix).
+DEFAULT_EMBEDDER_NAMES = (None, "", "default", DEFAULT_EMBEDDER)
 
 
 class CorpusNotFound(RepoNotFound):
@@ -67,13 +76,17 @@ class CorpusLocator:
 
 @dataclass(frozen=True, slots=True)
 class EvalOptions:
-    mode: SearchMode = SearchMode.HYBRID
+    # Every mode runs every question on the same opened index: one row per mode.
+    modes: tuple[SearchMode, ...] = (SearchMode.HYBRID,)
     results_per_question: int = DEFAULT_RESULTS_PER_QUESTION
     # Index folders: None uses each corpus's default (user cache); a folder puts
-    # each corpus's index at <index_root>/<corpus id>, e.g. to keep ablations apart.
+    # each corpus's index at <index_root>/<corpus id>. Either way a non-default
+    # chunker or embedder gets its own folder (see `index_variant`).
     index_root: Path | None = None
     agent: bool = False
     model: str | None = None  # with agent: litellm model string; None answers offline
+    # With agent: grade answers against `reference_answer` with this litellm model.
+    judge_model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +99,15 @@ class QuestionResult:
     scores: QuestionScores
     seconds: float
     agent: AgentScores | None = None
+    mode: SearchMode = SearchMode.HYBRID
+    error: str | None = None  # the agent's model call failed; scored as answering nothing
+    judge: JudgeVerdict | None = None  # only for questions with a reference answer
 
     def to_json(self) -> dict[str, object]:
         record: dict[str, object] = {
             "id": self.question.id,
             "corpus": self.question.corpus,
+            "mode": self.mode.value,
             "scores": self.scores.as_dict(),
             "seconds": round(self.seconds, 4),
             "results": [
@@ -100,6 +117,10 @@ class QuestionResult:
         }
         if self.agent is not None:
             record["agent"] = self.agent.to_json()
+        if self.error is not None:
+            record["error"] = self.error
+        if self.judge is not None:
+            record["judge"] = self.judge.to_json()
         return record
 
 
@@ -147,45 +168,88 @@ def run_eval(
     options: EvalOptions,
     observer: RunObserver | None = None,
 ) -> list[QuestionResult]:
-    """Index each corpus once, run every question against it, return the scored results.
+    """Index each corpus once, run every question in every mode against it, return the results.
 
-    Every corpus is located before any work starts, so a missing one fails in
-    seconds rather than after an hour of indexing the others.
+    Every corpus is located, and every model checked, before any work starts, so a
+    missing corpus or API key fails in seconds rather than after an hour of indexing.
     """
     if options.results_per_question < 1:
         raise CodeqaError("results per question must be at least 1")
+    if not options.modes:
+        raise CodeqaError("choose at least one search mode")
     observe = observer or RunObserver()
     groups = group_by_corpus(questions)
     repos = {corpus: locator.path_for(corpus) for corpus in groups}
     missing = [f"{c} ({p})" for c, p in repos.items() if not p.is_dir()]
     if missing:
         raise CorpusNotFound(f"corpus folder not found: {', '.join(missing)}")
+    judge = _checked_models(options)
 
     outcomes: list[QuestionResult] = []
     for corpus, corpus_questions in groups.items():
         repo = repos[corpus]
         observe.corpus_started(corpus, repo)
-        settings = corpus_index_settings(index_settings, options, corpus)
+        settings = corpus_index_settings(index_settings, options, corpus, repo)
         with _opened_index(corpus, repo, settings, options, observe) as index:
-            answer = _agent_answerer(index, options) if options.agent else None
-            for question in corpus_questions:
-                outcome = (
-                    _run_agent_question(answer, question, repo)
-                    if answer is not None
-                    else _run_search_question(index, question, options)
-                )
-                outcomes.append(outcome)
-                observe.question_done(outcome)
+            for mode in options.modes:
+                answer = _agent_answerer(index, options, mode) if options.agent else None
+                for question in corpus_questions:
+                    outcome = (
+                        _run_agent_question(answer, question, repo, mode, judge)
+                        if answer is not None
+                        else _run_search_question(index, question, options, mode)
+                    )
+                    outcomes.append(outcome)
+                    observe.question_done(outcome)
     return outcomes
 
 
-def corpus_index_settings(base: IndexSettings, options: EvalOptions, corpus: str) -> IndexSettings:
-    """The index settings for one corpus: its own folder under `index_root` when one is given."""
+def _checked_models(options: EvalOptions) -> AnswerJudge | None:
+    """Check the agent's and the judge's models up front; returns the judge, if any."""
+    if not options.agent:
+        return None
+    if options.model:
+        from codeqa.agent.llm import LLMClient
+        from codeqa.agent.settings import AgentSettings
+
+        LLMClient(AgentSettings(model=options.model)).check()
+    if options.judge_model is None:
+        return None
+    judge = AnswerJudge(options.judge_model)
+    judge.check()
+    return judge
+
+
+def index_variant(settings: IndexSettings) -> str:
+    """The folder suffix of a non-default chunker or embedder ("" for the defaults)."""
+    embedder = settings.embed_model
+    if settings.chunker == THREE_TIER and embedder in DEFAULT_EMBEDDER_NAMES:
+        return ""
+    parts = [settings.chunker]
+    if embedder not in DEFAULT_EMBEDDER_NAMES:
+        short = str(embedder).removeprefix("litellm:")
+        parts.append(re.sub(r"[^A-Za-z0-9._-]+", "-", short).strip("-") or "embedder")
+    return "".join(VARIANT_SEPARATOR + part for part in parts)
+
+
+def corpus_index_settings(
+    base: IndexSettings, options: EvalOptions, corpus: str, repo: Path
+) -> IndexSettings:
+    """The index settings for one corpus.
+
+    With `index_root` its index is `<index_root>/<corpus><variant>`; without, the
+    repo's usual index folder plus the variant suffix. Ablations of chunker or
+    embedder so never overwrite (or get refused by) each other's index.
+    """
+    variant = index_variant(base)
     if options.index_root is None:
-        return base
+        if not variant:
+            return base
+        default = index_dir_for(repo.expanduser().resolve(), base.index_dir)
+        return replace(base, index_dir=default.with_name(default.name + variant))
     # One vector cache for all corpora: releases of one project share most chunks.
     cache = base.vector_cache or options.index_root / "vectors.sqlite"
-    return replace(base, index_dir=options.index_root / corpus, vector_cache=cache)
+    return replace(base, index_dir=options.index_root / f"{corpus}{variant}", vector_cache=cache)
 
 
 @contextmanager
@@ -202,7 +266,10 @@ def _opened_index(
     # build_index only re-reads files that changed, so reusing an index costs a scan.
     # Keyword-only runs skip embedding; a later hybrid run fills the vectors in.
     report = build_index(
-        repo, settings, observe.index_progress, embed=options.mode is not SearchMode.BM25
+        repo,
+        settings,
+        observe.index_progress,
+        embed=any(mode is not SearchMode.BM25 for mode in options.modes),
     )
     index = open_index(repo, settings)
     try:
@@ -220,32 +287,62 @@ def _opened_index(
         index.close()
 
 
-def _run_search_question(index, question: Question, options: EvalOptions) -> QuestionResult:
+def _run_search_question(
+    index, question: Question, options: EvalOptions, mode: SearchMode
+) -> QuestionResult:
     started = time.perf_counter()
-    hits = index.search(question.question, options.mode, options.results_per_question)
+    hits = index.search(question.question, mode, options.results_per_question)
     seconds = time.perf_counter() - started
     results, result_scores = hits_to_results(hits)
     return QuestionResult(
-        question, results, result_scores, score_question(results, question), seconds
+        question, results, result_scores, score_question(results, question), seconds, mode=mode
     )
 
 
-def _agent_answerer(index, options: EvalOptions) -> Callable[[Question], object]:
-    """The seam to codeqa.agent: one Assistant per corpus, a fresh thread per question."""
+def _agent_answerer(index, options: EvalOptions, mode: SearchMode) -> Callable[[Question], object]:
+    """The seam to codeqa.agent: one Assistant per corpus and mode, a fresh thread per question."""
     try:
         from codeqa.agent import AgentSettings, Assistant
     except ImportError:
         raise CodeqaError("--agent needs codeqa.agent.Assistant, which this build lacks") from None
-    assistant = Assistant(index, AgentSettings.from_env(options.model, search_mode=options.mode))
+    assistant = Assistant(index, AgentSettings.from_env(options.model, search_mode=mode))
     return lambda question: assistant.ask(question.question, thread_id=f"eval:{question.id}")
 
 
-def _run_agent_question(answer, question: Question, repo: Path) -> QuestionResult:
+def _run_agent_question(
+    answer, question: Question, repo: Path, mode: SearchMode, judge: AnswerJudge | None
+) -> QuestionResult:
+    """One agent answer, scored; a failed model call is recorded on the question, not raised.
+
+    LLMUnavailable (rejected key, unknown model) is raised: every later call would fail too.
+    Rate limits were already retried by the agent's client before they get here.
+    """
+    from codeqa.agent.errors import LLMError, LLMUnavailable
+
     started = time.perf_counter()
-    reply = answer(question)
+    try:
+        reply = answer(question)
+    except LLMUnavailable:
+        raise
+    except LLMError as error:
+        seconds = time.perf_counter() - started
+        return QuestionResult(
+            question,
+            (),
+            (),
+            score_question((), question),
+            seconds,
+            agent=score_failed_answer(question, seconds),
+            mode=mode,
+            error=str(error),
+            judge=_unjudged(judge, question, "no answer to judge: the agent's model call failed"),
+        )
     seconds = time.perf_counter() - started
     # Retrieval metrics score the evidence the agent gathered, in the order it ranked it.
     results, result_scores = hits_to_results(reply.sources)
+    verdict = None
+    if judge is not None and question.reference_answer:
+        verdict = judge.grade(question.question, question.reference_answer, reply.text)
     return QuestionResult(
         question,
         results,
@@ -253,4 +350,12 @@ def _run_agent_question(answer, question: Question, repo: Path) -> QuestionResul
         score_question(results, question),
         seconds,
         agent=score_answer(reply, question, repo, seconds),
+        mode=mode,
+        judge=verdict,
     )
+
+
+def _unjudged(judge: AnswerJudge | None, question: Question, why: str) -> JudgeVerdict | None:
+    if judge is None or not question.reference_answer:
+        return None
+    return JudgeVerdict(None, error=why)

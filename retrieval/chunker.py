@@ -20,6 +20,12 @@ from tree_sitter import Node
 # version are rebuilt rather than mixed.
 CHUNKER_VERSION = "1"
 
+# How files are cut. "three-tier" is codeqa's chunker; "windows" cuts every file into fixed
+# overlapping line windows (then the same size cap), the baseline the three tiers must beat.
+THREE_TIER = "three-tier"
+WINDOWS = "windows"
+CHUNK_STRATEGIES = (THREE_TIER, WINDOWS)
+
 
 @dataclass(frozen=True, slots=True)
 class ChunkLimits:
@@ -46,6 +52,14 @@ class ChunkLimits:
     # Header lines prefix every chunk's embedding text and keyword document: keep them short.
     max_imports_chars: int = 200
     max_signature_chars: int = 200
+    # THREE_TIER or WINDOWS; part of what an index records, so chunks of the two never mix.
+    strategy: str = THREE_TIER
+
+    def __post_init__(self) -> None:
+        if self.strategy not in CHUNK_STRATEGIES:
+            raise ValueError(
+                f"unknown chunker {self.strategy!r}; choose one of: {', '.join(CHUNK_STRATEGIES)}"
+            )
 
 
 def chunk_file(file: SourceFile, limits: ChunkLimits | None = None) -> list[Chunk]:
@@ -56,6 +70,9 @@ def chunk_file(file: SourceFile, limits: ChunkLimits | None = None) -> list[Chun
     lines = file.text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the newline ending the last line does not start another
+    if limits.strategy == WINDOWS:
+        cutter = _Cutter(file, lines, limits)
+        return cutter.emit(cutter.window_spans())
     if len(file.text) / len(lines) > limits.minified_average_line_chars:
         return _minified_chunks(file, limits)
     cutter = _Cutter(file, lines, limits)

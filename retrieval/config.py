@@ -36,6 +36,8 @@ class IndexSettings:
     weaviate_url: str | None = None
     weaviate_grpc_port: int | None = None
     vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir
+    # How files are cut (chunker.CHUNK_STRATEGIES); "windows" exists for ablations.
+    chunker: str = "three-tier"
 
 
 VECTOR_CACHE_NAME = "vectors.sqlite"

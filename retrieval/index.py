@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from codeqa.retrieval.chunker import CHUNKER_VERSION, chunk_file
+from codeqa.retrieval.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits, chunk_file
 from codeqa.retrieval.config import (
     CHUNKS_PER_EMBED_BATCH,
     CHUNKS_PER_STORE_WRITE,
@@ -38,12 +38,20 @@ from codeqa.retrieval.errors import (
 )
 from codeqa.retrieval.keywords import KEYWORDS_VERSION
 from codeqa.retrieval.manifest import Manifest
+from codeqa.retrieval.query import analyze_query
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
+from codeqa.retrieval.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
 from codeqa.retrieval.store import Store
 from codeqa.retrieval.vector_cache import VectorCache
 
 # What the stored rows depend on besides the embedder: chunk boundaries and keyword text.
 CONTENT_VERSION = f"chunker {CHUNKER_VERSION}, keywords {KEYWORDS_VERSION}"
+
+
+def content_version(chunker: str) -> str:
+    """CONTENT_VERSION for chunker strategy `chunker`; the default's string is unchanged."""
+    return CONTENT_VERSION if chunker == THREE_TIER else f"{CONTENT_VERSION}, {chunker}"
+
 
 STORE_FOLDER = "store"
 LOCK_NAME = "lock"
@@ -136,6 +144,10 @@ def build_index(
     root = resolve_repo(repo)
     directory = index_dir_for(root, settings.index_dir)
     notify = progress or (lambda event: None)
+    try:
+        limits = ChunkLimits(strategy=settings.chunker)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     with _exclusive(directory):
         if rebuild:
             _wipe(directory, settings)
@@ -146,13 +158,13 @@ def build_index(
                 repo_root=str(root),
                 embedder_name=embedder.name,
                 embedder_dim=embedder.dim,
-                chunker_version=CONTENT_VERSION,
+                chunker_version=content_version(settings.chunker),
                 store=settings.store,
             )
         else:
             manifest.check_compatible(
                 embedder_name=embedder.name,
-                chunker_version=CONTENT_VERSION,
+                chunker_version=content_version(settings.chunker),
                 store=settings.store,
             )
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
@@ -167,7 +179,9 @@ def build_index(
                     del manifest.files[path]
                 manifest.save(directory)
             report.files_removed = len(removed)
-            _store_chunks(changed, manifest, store, cache, directory, report, notify, cancel)
+            _store_chunks(
+                changed, manifest, store, cache, directory, report, notify, cancel, limits
+            )
             report.seconds_to_searchable = time.perf_counter() - started
             if embed:
                 fill_vectors(store, cache, embedder, notify, cancel, report)
@@ -225,6 +239,7 @@ def _store_chunks(
     report: IndexReport,
     notify: ProgressCallback,
     cancel: threading.Event | None,
+    limits: ChunkLimits | None = None,
 ) -> None:
     """Replace the chunks of changed files, a batch at a time, checkpointing the manifest.
 
@@ -235,7 +250,7 @@ def _store_chunks(
     for start in range(0, len(changed), FILES_PER_BATCH):
         _raise_if_cancelled(cancel)
         batch = changed[start : start + FILES_PER_BATCH]
-        chunks = [chunk for file in batch for chunk in chunk_file(file)]
+        chunks = [chunk for file in batch for chunk in chunk_file(file, limits)]
         stale = [file.path for file in batch if file.path in manifest.files]
         if stale:
             store.delete_paths(stale)
@@ -328,6 +343,8 @@ class Index:
         self._settings = settings
         self._embedder: Embedder | None = None
         self._store = open_store(settings, directory, manifest.embedder_dim)
+        self.ranking = RankingTuning()
+        self._paths: PathResolver | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -347,12 +364,27 @@ class Index:
     def search(
         self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10
     ) -> list[SearchHit]:
-        if not query.strip():
+        """The best `limit` chunks: the store's candidates for the analysed question,
+        re-ranked with the paths and symbols it names (see query.py and rerank.py)."""
+        if not query.strip() or limit <= 0:
             return []
+        analysis = analyze_query(query)
+        tuning = self.ranking
         vector = None
         if mode is not SearchMode.BM25:
-            vector = self.embedder.embed_query(query)
-        return self._store.search(query, vector, mode, limit)
+            text = analysis.embedding_query if tuning.embed_prose_only else query
+            vector = self.embedder.embed_query(text)
+        depth = max(limit * tuning.candidates_per_result, tuning.min_candidates)
+        hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
+        mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
+        return rerank(hits, analysis, mentioned, tuning, limit)
+
+    @property
+    def path_resolver(self) -> PathResolver:
+        """Built on first use from the manifest's file list (no store scan)."""
+        if self._paths is None:
+            self._paths = PathResolver(self.manifest.files)
+        return self._paths
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self._store.find_symbol(name, limit)
@@ -400,6 +432,8 @@ def open_index(repo: Path, settings: IndexSettings) -> Index:
                 f"{requested!r}; run `codeqa index --rebuild --embed-model {settings.embed_model}`"
             )
     manifest.check_compatible(
-        embedder_name=manifest.embedder_name, chunker_version=CONTENT_VERSION, store=settings.store
+        embedder_name=manifest.embedder_name,
+        chunker_version=content_version(settings.chunker),
+        store=settings.store,
     )
     return Index(root, directory, manifest, settings)

@@ -73,15 +73,16 @@ def test_sample_runs_end_to_end_and_summary_matches_per_question_results(
             for row in rows
         ]
     )
-    overall = summary["groups"]["overall"]
+    overall = summary["modes"]["bm25"]["overall"]
     assert overall["questions"] == len(questions) == overall["with_gold_lines"]
     for name in METRIC_NAMES:
         assert overall["metrics"][name] == pytest.approx(rescored.means[name], abs=1e-4)
-    assert summary["groups"]["codeqa"]["metrics"] == overall["metrics"]
-    assert summary["about"]["mode"] == "bm25"
+    assert summary["modes"]["bm25"]["codeqa"]["metrics"] == overall["metrics"]
+    assert list(summary["modes"]) == ["bm25"] and summary["about"]["modes"] == "bm25"
+    assert {row["mode"] for row in rows} == {"bm25"}
 
 
-def test_markdown_table_lists_overall_and_each_corpus(sample_corpora, tmp_path, capsys):
+def test_markdown_table_of_one_corpus_shows_its_overall_row(sample_corpora, tmp_path, capsys):
     code, stdout, _ = run_eval(
         capsys,
         "--corpora", str(sample_corpora),
@@ -90,10 +91,10 @@ def test_markdown_table_lists_overall_and_each_corpus(sample_corpora, tmp_path, 
         "--limit", "2",
     )  # fmt: skip
     assert code == 0
-    header = next(line for line in stdout.splitlines() if line.startswith("| corpus"))
+    header = next(line for line in stdout.splitlines() if line.startswith("| mode | corpus"))
     assert all(name in header for name in METRIC_NAMES)
-    assert any(line.startswith("| **overall** | 2/2/2 |") for line in stdout.splitlines())
-    assert any(line.startswith("| codeqa | 2/2/2 |") for line in stdout.splitlines())
+    rows = [line for line in stdout.splitlines() if line.startswith("| bm25 |")]
+    assert len(rows) == 1 and rows[0].startswith("| bm25 | **overall** | 2/2/2 |")
 
 
 def test_compare_prints_both_runs_with_deltas(sample_corpora, tmp_path, capsys):
@@ -110,7 +111,7 @@ def test_compare_prints_both_runs_with_deltas(sample_corpora, tmp_path, capsys):
         assert code == 0
         path = tmp_path / f"top{top}.json"
         path.write_text(stdout)
-        summaries.append(json.loads(stdout)["groups"]["overall"]["metrics"])
+        summaries.append(json.loads(stdout)["modes"]["bm25"]["overall"]["metrics"])
     code, stdout, _ = run_eval(
         capsys, "--compare", str(tmp_path / "top1.json"), str(tmp_path / "top10.json")
     )
@@ -119,8 +120,8 @@ def test_compare_prints_both_runs_with_deltas(sample_corpora, tmp_path, capsys):
     row = next(line for line in stdout.splitlines() if "| lines_returned@10 |" in line)
     a, b = summaries[0]["lines_returned@10"], summaries[1]["lines_returned@10"]
     cells = [cell.strip() for cell in row.split("|")[1:-1]]
-    assert cells[2:4] == [f"{a:.0f}", f"{b:.0f}"]
-    assert cells[4] == ("±0" if round(b - a) == 0 else f"+{b - a:.0f}")
+    assert cells[3:5] == [f"{a:.0f}", f"{b:.0f}"]
+    assert cells[5] == ("±0" if round(b - a) == 0 else f"+{b - a:.0f}")
 
 
 def test_missing_corpus_is_one_line_error_before_any_indexing(tmp_path, capsys):
@@ -177,7 +178,7 @@ def test_agent_mode_scores_offline_answers_and_their_citations(sample_corpora, t
     )  # fmt: skip
     assert code == 0, stderr
     summary = json.loads(stdout)
-    assert summary["about"]["mode"] == "agent" and summary["about"]["model"] is None
+    assert summary["about"]["agent"] == "yes" and summary["about"]["model"] is None
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3
     for row in rows:
@@ -191,7 +192,117 @@ def test_agent_mode_scores_offline_answers_and_their_citations(sample_corpora, t
             file = sample_corpora / "codeqa" / path
             valid &= file.is_file() and 1 <= start <= end <= len(file.read_text().splitlines())
         assert agent["citations_valid"] == float(valid)
-    means = summary["groups"]["overall"]["metrics"]
+    means = summary["modes"]["bm25"]["overall"]["metrics"]
+    assert means["errors"] == 0
     assert means["citations_valid"] == pytest.approx(
         sum(r["agent"]["citations_valid"] for r in rows) / 3, abs=1e-4
     )
+
+
+def overall_rows(stdout: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.split("|")[1:-1]]
+        for line in stdout.splitlines()
+        if line.startswith("| ") and "| **overall** |" in line
+    ]
+
+
+def test_mode_sweep_runs_every_mode_on_one_index_with_a_row_per_mode(
+    sample_corpora, tmp_path, capsys
+):
+    indexes, out = tmp_path / "indexes", tmp_path / "results.jsonl"
+    code, stdout, stderr = run_eval(
+        capsys,
+        "--corpora", str(sample_corpora),
+        "--index-root", str(indexes),
+        "--mode", "all",
+        "--embed-model", "wordllama",  # a small static model: embedding is not the point here
+        "--limit", "2",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert [row[:3] for row in overall_rows(stdout)] == [
+        ["hybrid", "**overall**", "2/2/2"],
+        ["bm25", "**overall**", "2/2/2"],
+        ["vector", "**overall**", "2/2/2"],
+    ]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["mode"] for r in rows] == ["hybrid"] * 2 + ["bm25"] * 2 + ["vector"] * 2
+    assert stderr.count("index ready") == 1  # one index serves every mode
+    # A non-default embedder gets its own index folder; the default one is untouched.
+    assert (indexes / "codeqa@three-tier@wordllama" / "manifest.json").is_file()
+    assert not (indexes / "codeqa").exists()
+
+    code, stdout, _ = run_eval(
+        capsys,
+        "--corpora", str(sample_corpora),
+        "--index-root", str(indexes),
+        "--mode", "vector,bm25",
+        "--embed-model", "wordllama",
+        "--limit", "2",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    summary = json.loads(stdout)
+    assert list(summary["modes"]) == ["vector", "bm25"]
+    for groups in summary["modes"].values():
+        assert list(groups) == ["overall", "codeqa"] and groups["overall"]["questions"] == 2
+
+
+def test_unknown_mode_is_a_usage_error(capsys):
+    code, stdout, stderr = run_eval(capsys, "--mode", "bm25,fuzzy")
+    assert code == 1 and stdout == ""
+    assert stderr.strip() == (
+        "codeqa: error: --mode: unknown mode 'fuzzy'; choose from hybrid, bm25, vector or all"
+    )
+
+
+def test_windows_chunker_builds_its_own_index_of_fixed_overlapping_windows(
+    sample_corpora, tmp_path, capsys
+):
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.errors import IndexMismatch
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.records import ChunkKind
+
+    # The sample's files are short (one window each); add a long one to see windows cut.
+    repo = tmp_path / "codeqa"
+    shutil.copytree(sample_corpora / "codeqa", repo)
+    long_file = "retrieval/chunker.py"
+    shutil.copy(codeqa_source_root() / long_file, repo / long_file)
+    line_count = len((repo / long_file).read_text().splitlines())
+    assert line_count > 300
+
+    indexes = tmp_path / "indexes"
+    for chunker in ("windows", "three-tier"):
+        code, _, stderr = run_eval(
+            capsys,
+            "--repo", f"codeqa={repo}",
+            "--index-root", str(indexes),
+            "--mode", "bm25",
+            "--chunker", chunker,
+            "--limit", "1",
+        )  # fmt: skip
+        assert code == 0, stderr
+
+    windows = open_index(
+        repo, IndexSettings(index_dir=indexes / "codeqa@windows", chunker="windows")
+    )
+    three_tier = open_index(repo, IndexSettings(index_dir=indexes / "codeqa"))
+    try:
+        chunks = windows.chunks_for_path(long_file)
+        assert {c.kind for c in chunks} == {ChunkKind.WINDOW}
+        # Windows start every 90 lines (100 lines, 10 overlapping); the 2,000-char cap may
+        # split a window, but no chunk crosses the window it came from.
+        window_starts = range(1, line_count + 1, 90)
+        for chunk in chunks:
+            assert any(s <= chunk.start_line and chunk.end_line <= s + 99 for s in window_starts)
+            assert len(chunk.text) <= 2_000
+        assert {s for s in window_starts if s + 99 <= line_count} <= {c.start_line for c in chunks}
+        assert ChunkKind.DECLARATION in {c.kind for c in three_tier.chunks_for_path(long_file)}
+    finally:
+        windows.close()
+        three_tier.close()
+    # Each index refuses the other chunker's settings rather than mixing chunks.
+    with pytest.raises(IndexMismatch, match="chunker"):
+        open_index(repo, IndexSettings(index_dir=indexes / "codeqa@windows"))

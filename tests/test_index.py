@@ -123,11 +123,11 @@ def test_crash_while_chunking_leaves_no_half_indexed_file(small_repo, index_dir,
     real_chunk_file = index_module.chunk_file
     calls = []
 
-    def crash_on_third_file(file):
+    def crash_on_third_file(file, *limits):
         calls.append(file.path)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real_chunk_file(file)
+        return real_chunk_file(file, *limits)
 
     monkeypatch.setattr(index_module, "chunk_file", crash_on_third_file)
     with pytest.raises(KeyboardInterrupt):

@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
+from codeqa.retrieval.chunker import CHUNK_STRATEGIES, THREE_TIER
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.records import SearchMode
 
 SAMPLE_DATASET = "codeqa-sample.jsonl"
+ALL_MODES = "all"
 
 
 class EvalUsageError(CodeqaError):
@@ -43,7 +46,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="take corpus ID from PATH (repeatable; wins over --corpora)",
     )
     parser.add_argument(
-        "--mode", choices=[m.value for m in SearchMode], default=SearchMode.HYBRID.value
+        "--mode",
+        default=SearchMode.HYBRID.value,
+        metavar="MODES",
+        help=(
+            "search mode(s), comma-separated, each run on the same index: "
+            f"{', '.join(m.value for m in SearchMode)} or {ALL_MODES} (default hybrid)"
+        ),
+    )
+    parser.add_argument(
+        "--chunker",
+        choices=CHUNK_STRATEGIES,
+        default=THREE_TIER,
+        help="how files are cut: codeqa's three tiers, or fixed 100-line windows (an ablation)",
     )
     parser.add_argument("--limit", type=int, metavar="N", help="run only the first N questions")
     parser.add_argument(
@@ -55,6 +70,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--agent", action="store_true", help="score the agent's answers too")
     parser.add_argument("--model", help="with --agent: litellm model (default: offline answers)")
+    parser.add_argument(
+        "--judge",
+        action="store_true",
+        help="with --agent: grade answers 1-5 against each reference_answer (an LLM judge)",
+    )
+    parser.add_argument(
+        "--judge-model", metavar="M", help="the judge's litellm model (default: --model)"
+    )
     parser.add_argument(
         "--compare",
         nargs=2,
@@ -83,6 +106,22 @@ def parse_repo_overrides(values: list[str]) -> dict[str, Path]:
     return overrides
 
 
+def parse_modes(value: str) -> tuple[SearchMode, ...]:
+    """`hybrid`, `bm25,vector` or `all` → the modes, in the order given, each once."""
+    if value.strip() == ALL_MODES:
+        return tuple(SearchMode)
+    known = {m.value: m for m in SearchMode}
+    modes: list[SearchMode] = []
+    for name in (part.strip() for part in value.split(",")):
+        if name not in known:
+            raise EvalUsageError(
+                f"--mode: unknown mode {name!r}; choose from {', '.join(known)} or {ALL_MODES}"
+            )
+        if known[name] not in modes:
+            modes.append(known[name])
+    return tuple(modes)
+
+
 def sample_dataset_path() -> Path:
     """The shipped sample dataset (questions about codeqa's own code)."""
     return Path(str(resources.files("codeqa.evals") / "samples" / SAMPLE_DATASET))
@@ -99,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         raise EvalUsageError("--top must be at least 1")
     if args.model and not args.agent:
         raise EvalUsageError("--model only applies with --agent")
+    if (args.judge or args.judge_model) and not args.agent:
+        raise EvalUsageError("--judge grades the agent's answers; add --agent")
     return _evaluate(args)
 
 
@@ -116,31 +157,44 @@ def _evaluate(args: argparse.Namespace) -> int:
     from codeqa.evals.runner import CorpusLocator, EvalOptions, QuestionResult, run_eval
     from codeqa.tui.settings import load_settings
 
+    modes = parse_modes(args.mode)
     overrides = parse_repo_overrides(args.repo)
     dataset = args.dataset or sample_dataset_path()
     questions = load_dataset(dataset)
     if args.limit is not None:
         questions = questions[: args.limit]
     settings = load_settings(None, {"embed_model": args.embed_model, "store": args.store})
+    model = args.model or (settings.model if args.agent else None)
+    judge_model = args.judge_model or (model if args.judge else None)
+    if args.judge and judge_model is None:
+        raise EvalUsageError("--judge needs a model: pass --model or --judge-model")
+    if judge_model and not any(q.reference_answer for q in questions):
+        print(
+            f"codeqa: {dataset.name} has no reference_answer; there is nothing to judge",
+            file=sys.stderr,
+        )
+        judge_model = None
     options = EvalOptions(
-        mode=SearchMode(args.mode),
+        modes=modes,
         results_per_question=args.top,
         index_root=args.index_root,
         agent=args.agent,
-        model=args.model or (settings.model if args.agent else None),
+        model=model,
+        judge_model=judge_model,
     )
+    index_settings = replace(settings.index, chunker=args.chunker)
     locator = CorpusLocator(args.corpora, overrides)
-    display = _RunDisplay(len(questions), sys.stderr)
+    display = _RunDisplay(len(questions) * len(modes), sys.stderr)
     done: list[QuestionResult] = []
     out = _open_results(args.out)
     try:
-        run_eval(questions, locator, settings.index, options, display.observer(done, out))
+        run_eval(questions, locator, index_settings, options, display.observer(done, out))
     except KeyboardInterrupt:
         display.close()
         if not done:
             raise
         print(
-            f"codeqa: interrupted after {len(done)} of {len(questions)} questions; "
+            f"codeqa: interrupted after {len(done)} of {display.total} questions; "
             "the summary below covers those only",
             file=sys.stderr,
         )
@@ -152,14 +206,23 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     about = {
         "dataset": dataset.name,
-        "mode": "agent" if args.agent else options.mode.value,
+        "modes": ", ".join(mode.value for mode in modes),
+        "agent": "yes" if args.agent else None,
         "results": options.results_per_question,
         "embedder": ", ".join(sorted(display.embedders)) or None,
-        "chunker": CHUNKER_VERSION,
+        "chunker": f"{args.chunker} v{CHUNKER_VERSION}",
         "model": options.model if args.agent else None,
+        "judge": options.judge_model,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
     summary = summarise_run(done, about)
+    errors = sum(1 for result in done if result.error is not None)
+    if errors:
+        print(
+            f"codeqa: the model failed on {errors} of {len(done)} questions "
+            "(see `error` in --out; they count as unanswered)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
     else:

@@ -1,0 +1,104 @@
+"""Query analysis and re-ranking: what an issue text names, and how that moves results."""
+
+from __future__ import annotations
+
+from codeqa.retrieval.query import analyze_query, embedding_query, module_paths
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
+from codeqa.retrieval.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
+
+ISSUE = """Unicode method names cause UnicodeDecodeError
+
+Calling `requests.request(method=u'POST')` fails:
+
+```
+Traceback (most recent call last):
+  File "/Library/Python/2.7/site-packages/requests/sessions.py", line 335, in request
+    resp = self.send(prep, **send_kwargs)
+  File "/Library/Python/2.7/site-packages/requests/adapters.py", line 292, in send
+    timeout=timeout
+UnicodeDecodeError: 'ascii' codec can't decode byte 0xcf
+```
+"""
+
+REPO_FILES = [
+    "requests/__init__.py",
+    "requests/sessions.py",
+    "requests/adapters.py",
+    "requests/models.py",
+    "docs/conf.py",
+]
+
+
+def chunk(path: str, start: int, symbol: str | None = None, language: str | None = "python"):
+    return Chunk(
+        path,
+        start,
+        start + 9,
+        language,
+        ChunkKind.DECLARATION,
+        symbol,
+        None,
+        "pass\n",
+        f"File: {path}",
+    )
+
+
+def test_traceback_frames_become_paths_and_symbols():
+    analysis = analyze_query(ISSUE)
+    assert [f.function for f in analysis.frames] == ["request", "send"]
+    assert "/Library/Python/2.7/site-packages/requests/sessions.py" in analysis.paths
+    assert {"request", "send", "requests.request"} <= set(analysis.symbols)
+
+
+def test_absolute_traceback_paths_resolve_to_indexed_files():
+    mentioned = PathResolver(REPO_FILES).mentioned_files(analyze_query(ISSUE), limit=3)
+    assert mentioned == {"requests/sessions.py": 1.0, "requests/adapters.py": 1.0}
+
+
+def test_dotted_module_names_resolve_to_their_file():
+    resolver = PathResolver(["src/requests/models.py", "src/requests/__init__.py"])
+    mentioned = resolver.mentioned_files(analyze_query("Is requests.models.Response picklable?"), 3)
+    assert mentioned == {"src/requests/models.py": 1.0}
+    assert module_paths("a.b.c")[:2] == ["a/b/c.py", "a/b/c/__init__.py"]
+
+
+def test_a_basename_shared_by_many_files_names_none_of_them():
+    files = [f"pkg{i}/models.py" for i in range(5)]
+    assert PathResolver(files).mentioned_files(analyze_query("see models.py"), limit=3) == {}
+
+
+def test_embedding_query_keeps_title_and_prose_without_the_traceback():
+    text = embedding_query(ISSUE)
+    assert text.startswith("Unicode method names cause UnicodeDecodeError")
+    assert "site-packages" not in text and "Traceback" not in text
+
+
+def test_title_is_repeated_only_for_multi_line_questions():
+    tuning = RankingTuning(title_repeats=2)
+    assert keyword_query_text("how are sessions closed?", tuning) == "how are sessions closed?"
+    assert keyword_query_text("Title\nbody", tuning) == "Title\nTitle\nTitle\nbody"
+
+
+def test_chunks_of_a_mentioned_file_and_named_symbol_move_up():
+    hits = [SearchHit(chunk("requests/models.py", 1 + 10 * i, f"f{i}"), 1.0) for i in range(5)]
+    hits.append(SearchHit(chunk("requests/sessions.py", 300, "Session.request"), 0.1))
+    analysis = analyze_query(ISSUE)
+    mentioned = PathResolver(REPO_FILES).mentioned_files(analysis, 3)
+    plain = rerank(hits, analysis, mentioned, RankingTuning(path_weight=0, symbol_weight=0), 3)
+    assert [h.chunk.path for h in plain] == ["requests/models.py"] * 3
+    boosted = rerank(hits, analysis, mentioned, RankingTuning(), limit=3)
+    assert boosted[0].chunk.symbol == "Session.request"
+    assert [h.chunk.path for h in boosted[1:]] == ["requests/models.py"] * 2
+
+
+def test_prose_chunks_rank_below_code_that_scored_close_to_them():
+    hits = [
+        SearchHit(chunk("CHANGES.rst", 1, None, "rst"), 1.0),
+        SearchHit(chunk("src/app.py", 1, "run"), 0.9),
+        SearchHit(chunk("docs/api.md", 1, None, "markdown"), 0.8),
+    ]
+    analysis = analyze_query("how does the app start?")
+    ranked = rerank(hits, analysis, {}, RankingTuning(), limit=3)
+    assert [h.chunk.path for h in ranked] == ["src/app.py", "CHANGES.rst", "docs/api.md"]
+    unpenalised = rerank(hits, analysis, {}, RankingTuning(prose_penalty=0), limit=3)
+    assert [h.chunk.path for h in unpenalised][0] == "CHANGES.rst"
