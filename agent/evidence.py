@@ -105,7 +105,12 @@ def _enclosing_declaration(chunk: Chunk, tools: RepoTools) -> Chunk | None:
 
 def _from_chunk(chunk: Chunk, rank: int) -> Excerpt:
     return Excerpt(
-        chunk.path, chunk.start_line, chunk.end_line, chunk.text, chunk.symbol, chunk.signature,
+        chunk.path,
+        chunk.start_line,
+        chunk.end_line,
+        chunk.text,
+        chunk.symbol,
+        chunk.signature,
         rank,
     )
 
@@ -134,8 +139,15 @@ def _merged(first: Excerpt, second: Excerpt, tools: RepoTools) -> Excerpt | None
         return None
     symbol = first.symbol if first.rank <= second.rank else second.symbol
     signature = first.signature if first.rank <= second.rank else second.signature
-    return Excerpt(first.path, start, start + text.count("\n"), text, symbol, signature,
-                   min(first.rank, second.rank))
+    return Excerpt(
+        first.path,
+        start,
+        start + text.count("\n"),
+        text,
+        symbol,
+        signature,
+        min(first.rank, second.rank),
+    )
 
 
 def _within_budget(
@@ -163,8 +175,9 @@ def _truncated(excerpt: Excerpt, tokens: int, count_tokens: TokenCounter) -> Exc
     low, high = 0, len(lines)
     while low < high:
         middle = (low + high + 1) // 2
-        head = replace(excerpt, end_line=excerpt.start_line + middle - 1,
-                       text="\n".join(lines[:middle]))
+        head = replace(
+            excerpt, end_line=excerpt.start_line + middle - 1, text="\n".join(lines[:middle])
+        )
         if count_tokens(head.block()) <= tokens:
             low = middle
         else:

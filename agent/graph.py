@@ -30,7 +30,5 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     graph.add_edge("retrieve", "read")
     graph.add_edge("read", "draft")
     graph.add_edge("draft", "verify")
-    graph.add_conditional_edges(
-        "verify", needs_more_evidence, {True: "retrieve", False: END}
-    )
+    graph.add_conditional_edges("verify", needs_more_evidence, {True: "retrieve", False: END})
     return graph.compile(checkpointer=checkpointer)

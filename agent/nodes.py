@@ -65,8 +65,13 @@ def retrieve(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         ranked_lists.append((QUERY_WEIGHTS[query.kind], _run(query, context)))
     fused = fuse(ranked_lists)[: context.settings.evidence_hits]
     searched = state.get("searched", []) + [str(q) for q in state.get("queries", [])]
-    return {"hits": fused, "searched": searched, "round": state.get("round", 0) + 1,
-            "requested": [], "queries": []}
+    return {
+        "hits": fused,
+        "searched": searched,
+        "round": state.get("round", 0) + 1,
+        "requested": [],
+        "queries": [],
+    }
 
 
 def read(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
@@ -82,16 +87,21 @@ def draft(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     settings = context.settings
     if context.llm is None:
         text = offline_draft(
-            state["question"], state.get("hits", []), state.get("evidence", []),
-            state.get("searched", []), settings.offline_locations,
+            state["question"],
+            state.get("hits", []),
+            state.get("evidence", []),
+            state.get("searched", []),
+            settings.offline_locations,
         )
         if context.on_token is not None:
             context.on_token(text)
         return {"draft": text}
     may_ask = state.get("round", 1) < settings.max_rounds
     messages = answer_messages(
-        state["question"], state.get("evidence", []),
-        state.get("history", [])[-settings.history_turns :], may_ask,
+        state["question"],
+        state.get("evidence", []),
+        state.get("history", [])[-settings.history_turns :],
+        may_ask,
     )
     gate = _SearchRequestGate(context.on_token) if may_ask else None
     on_token = gate if gate is not None else context.on_token
@@ -120,7 +130,9 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
             return {"queries": [Query(QueryKind.SEARCH, word) for word in words[:4]]}
     shown = [(e.path, e.start_line, e.end_line) for e in state.get("evidence", [])]
     checked = verify_citations(
-        state.get("draft", ""), shown, lambda path: _line_count(context.tools, path),
+        state.get("draft", ""),
+        shown,
+        lambda path: _line_count(context.tools, path),
         str(context.tools.repo_root),
     )
     text = checked.text.strip() or "The model returned an empty answer."
@@ -133,8 +145,12 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     if state.get("cancelled"):
         notes.append("Stopped before the answer was complete.")
         text += "\n\n_(stopped)_"
-    return {"text": text, "citations": checked.citations, "notes": notes,
-            "history": [Turn(state["question"], text)]}
+    return {
+        "text": text,
+        "citations": checked.citations,
+        "notes": notes,
+        "history": [Turn(state["question"], text)],
+    }
 
 
 def needs_more_evidence(state: AgentState) -> bool:
@@ -193,8 +209,11 @@ def _added(total: Usage, more: Usage) -> Usage:
     cost = None
     if total.cost_usd is not None and more.cost_usd is not None:
         cost = total.cost_usd + more.cost_usd
-    return Usage(total.prompt_tokens + more.prompt_tokens,
-                 total.completion_tokens + more.completion_tokens, cost)
+    return Usage(
+        total.prompt_tokens + more.prompt_tokens,
+        total.completion_tokens + more.completion_tokens,
+        cost,
+    )
 
 
 class _SearchRequestGate:

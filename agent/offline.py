@@ -72,8 +72,14 @@ def offline_draft(
     last = min(first.end, start + SNIPPET_LINES - 1)
     snippet = _excerpt_lines(first.excerpt, start, last)
     if snippet:
-        parts += ["", f"`{first.chunk.path}:{start}-{last}`:", "",
-                  f"```{first.chunk.language or ''}", snippet, "```"]
+        parts += [
+            "",
+            f"`{first.chunk.path}:{start}-{last}`:",
+            "",
+            f"```{first.chunk.language or ''}",
+            snippet,
+            "```",
+        ]
     if searched:
         parts += ["", f"_Searched for: {' · '.join(searched)}_"]
     return "\n".join(parts)

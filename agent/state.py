@@ -57,8 +57,19 @@ class AgentState(TypedDict, total=False):
 def fresh_turn(question: str) -> AgentState:
     """Input for a new question: resets every per-turn field, keeps the history."""
     return AgentState(
-        question=question, queries=[], searched=[], hits=[], evidence=[], draft="",
-        requested=[], round=0, usage=Usage(), cancelled=False, text="", citations=[], notes=[],
+        question=question,
+        queries=[],
+        searched=[],
+        hits=[],
+        evidence=[],
+        draft="",
+        requested=[],
+        round=0,
+        usage=Usage(),
+        cancelled=False,
+        text="",
+        citations=[],
+        notes=[],
     )
 
 

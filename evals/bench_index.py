@@ -29,8 +29,9 @@ from codeqa.retrieval.offline import prepare_offline_environment
 prepare_offline_environment()
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import build_index
-repo, index_dir, embed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-report = build_index(Path(repo), IndexSettings(index_dir=Path(index_dir)), embed=embed)
+repo, index_dir, embed, cache = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+settings = IndexSettings(index_dir=Path(index_dir), vector_cache=Path(cache) if cache else None)
+report = build_index(Path(repo), settings, embed=embed)
 print(json.dumps({"searchable_s": report.seconds_to_searchable, "total_s": report.seconds_total,
                   "files": report.files_seen, "changed": report.files_changed,
                   "chunks": report.chunks_total, "embedded": report.vectors_embedded,
@@ -45,7 +46,8 @@ prepare_offline_environment()
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.records import SearchMode
-repo, index_dir, questions = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+repo, index_dir = sys.argv[1], sys.argv[2]
+questions = json.loads(Path(sys.argv[3]).read_text())
 t0 = time.perf_counter()
 index = open_index(Path(repo), IndexSettings(index_dir=Path(index_dir)))
 index.search("warm up", SearchMode.HYBRID, 10)
@@ -93,29 +95,35 @@ def main() -> None:
     parser.add_argument("corpus", type=Path)
     parser.add_argument("--questions", type=Path, help="JSONL with 'question' (and 'corpus')")
     parser.add_argument("--max-questions", type=int, default=200)
+    parser.add_argument(
+        "--vector-cache",
+        type=Path,
+        help="reuse this vector cache (then the fill-in step times the cache, not the model)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="codeqa-bench-"))
     repo = work / "repo"
     shutil.copytree(args.corpus, repo, symlinks=True)
     index_dir = work / "index"
+    cache = str(args.vector_cache or "")
     try:
         parse_s, lines = bare_parse_seconds(repo)
         print(f"corpus: {args.corpus.name}, {lines:,} lines of Python")
         print(f"reference  bare tree-sitter parse of the same .py files: {parse_s:6.2f} s")
 
-        cold, rss = run_step(_STEP, str(repo), str(index_dir), "0")
+        cold, rss = run_step(_STEP, str(repo), str(index_dir), "0", cache)
         print(
             f"cold index (BM25 searchable, vectors pending): {cold['total_s']:6.2f} s   "
             f"peak RSS {rss:5.0f} MiB   ({cold['files']} files, {cold['chunks']} chunks)"
         )
-        full, rss = run_step(_STEP, str(repo), str(index_dir), "1")
+        full, rss = run_step(_STEP, str(repo), str(index_dir), "1", cache)
         print(
             f"vector fill-in of those chunks:                {full['total_s']:6.2f} s   "
             f"peak RSS {rss:5.0f} MiB   ({full['embedded']} embedded, "
             f"{full['embedded'] / max(full['total_s'], 1e-9):.0f} chunks/s)"
         )
-        noop, rss = run_step(_STEP, str(repo), str(index_dir), "1")
+        noop, rss = run_step(_STEP, str(repo), str(index_dir), "1", cache)
         print(
             f"no-op re-index:                                {noop['total_s']:6.2f} s   "
             f"peak RSS {rss:5.0f} MiB   ({noop['changed']} changed)"
@@ -123,7 +131,7 @@ def main() -> None:
         target = max(repo.rglob("*.py"), key=lambda p: p.stat().st_size)
         with open(target, "a", encoding="utf-8") as handle:
             handle.write("\n\ndef codeqa_bench_added(x):\n    return x + 1\n")
-        edit, rss = run_step(_STEP, str(repo), str(index_dir), "1")
+        edit, rss = run_step(_STEP, str(repo), str(index_dir), "1", cache)
         print(
             f"re-index after editing {target.name}:         {edit['total_s']:6.2f} s   "
             f"peak RSS {rss:5.0f} MiB   ({edit['changed']} changed, {edit['embedded']} embedded)"
@@ -134,7 +142,9 @@ def main() -> None:
             rows = [json.loads(line) for line in args.questions.read_text().splitlines() if line]
             picked = [r["question"] for r in rows if r.get("corpus") == args.corpus.name]
             questions = (picked or [r["question"] for r in rows])[: args.max_questions]
-        latency, rss = run_step(_QUERIES, str(repo), str(index_dir), json.dumps(questions))
+        questions_file = work / "questions.json"
+        questions_file.write_text(json.dumps(questions))
+        latency, rss = run_step(_QUERIES, str(repo), str(index_dir), str(questions_file))
         print(f"open index + first query: {latency['open_s']:.2f} s   peak RSS {rss:5.0f} MiB")
         for mode in ("bm25", "vector", "hybrid"):
             figures = latency[mode]

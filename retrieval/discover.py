@@ -351,8 +351,6 @@ def read_source(abs_path: str, rel: str, max_bytes: int) -> SourceFile | Skipped
     return SourceFile(rel, language, text, hashlib.sha256(raw).hexdigest())
 
 
-
-
 # ---------------------------------------------------------------------------
 # The walk
 

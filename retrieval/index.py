@@ -23,6 +23,7 @@ from codeqa.retrieval.config import (
     CHUNKS_PER_EMBED_BATCH,
     CHUNKS_PER_STORE_WRITE,
     FILES_PER_BATCH,
+    REINDEX_AFTER_VECTORS,
     IndexSettings,
     index_dir_for,
     vector_cache_path,
@@ -320,8 +321,7 @@ def fill_vectors(
         flush()
         if report is not None:
             report.vectors_embedded += embedded
-    if total:
-        # Updated rows drop out of the store's search indexes until they are rebuilt.
+    if total >= REINDEX_AFTER_VECTORS:
         store.optimize()
     return embedded
 

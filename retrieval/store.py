@@ -139,3 +139,13 @@ def symbol_match_rank(symbol: str | None, name: str) -> int | None:
     if symbol.endswith("." + name):
         return 1
     return None
+
+
+def effective_mode(mode: SearchMode, keywords: str, vector: np.ndarray | None) -> SearchMode:
+    """The mode a search can run: hybrid with no vector is BM25, with no keywords it is vector."""
+    if mode is SearchMode.HYBRID:
+        if vector is None:
+            return SearchMode.BM25
+        if not keywords:
+            return SearchMode.VECTOR
+    return mode

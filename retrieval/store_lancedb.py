@@ -31,6 +31,7 @@ from codeqa.retrieval.store import (
     check_vectors,
     chunk_from_row,
     chunk_to_row,
+    effective_mode,
     symbol_match_rank,
     unique_by_id,
 )
@@ -177,11 +178,7 @@ class LanceStore:
             return []
         keywords = keyword_query(query)
         vector = None if query_vector is None else self._query_vector(query_vector)
-        if mode is SearchMode.HYBRID:
-            if vector is None:
-                mode = SearchMode.BM25
-            elif not keywords:
-                mode = SearchMode.VECTOR
+        mode = effective_mode(mode, keywords, vector)
         if mode is SearchMode.BM25:
             return self._bm25(keywords, limit) if keywords else []
         if mode is SearchMode.VECTOR:

@@ -60,7 +60,8 @@ def test_error_message_in_the_question_is_found_by_exact_search(assistant, json_
     decoder = split_lines((json_repo / "json/decoder.py").read_text())
     cited_lines = [
         decoder[n - 1]
-        for c in answer.citations if c.path == "json/decoder.py"
+        for c in answer.citations
+        if c.path == "json/decoder.py"
         for n in range(c.start_line, c.end_line + 1)
     ]
     assert any("Expecting property name enclosed in double quotes" in line for line in cited_lines)
@@ -87,16 +88,18 @@ def test_follow_up_question_keeps_the_earlier_subject(assistant):
 
 
 def test_description_prefers_the_docstring(json_repo):
-    (file,) = [f for f in discover(json_repo) if isinstance(f, SourceFile)
-               and f.path == "json/decoder.py"]
+    (file,) = [
+        f for f in discover(json_repo) if isinstance(f, SourceFile) and f.path == "json/decoder.py"
+    ]
     # A long function may be split; its first piece carries the docstring.
     chunk = next(c for c in chunk_file(file) if c.symbol == "py_scanstring")
     assert describe(chunk) == "Scan the string s for a JSON string."
 
 
 def _decoder_chunks(json_repo: Path) -> list:
-    (file,) = [f for f in discover(json_repo) if isinstance(f, SourceFile)
-               and f.path == "json/decoder.py"]
+    (file,) = [
+        f for f in discover(json_repo) if isinstance(f, SourceFile) and f.path == "json/decoder.py"
+    ]
     return sorted(chunk_file(file), key=lambda c: c.start_line)
 
 
@@ -108,7 +111,8 @@ def _shown(path: str, start: int, end: int, repo: Path) -> Excerpt:
 def test_touching_hits_shown_together_are_listed_as_one_location(json_repo):
     chunks = _decoder_chunks(json_repo)
     first, second = next(
-        (a, b) for a, b in zip(chunks, chunks[1:], strict=False)
+        (a, b)
+        for a, b in zip(chunks, chunks[1:], strict=False)
         if a.symbol and b.symbol and 0 < b.start_line - a.end_line <= 2
     )
     excerpt = _shown(first.path, first.start_line, second.end_line, json_repo)
@@ -123,11 +127,14 @@ def test_code_is_listed_before_prose_unless_the_question_asks_for_docs(json_repo
     notes = "# Changelog\n\nThe decoder now reports the line of a bad JSON document.\n"
     (prose,) = chunk_file(SourceFile("CHANGES.md", "markdown", notes, "0" * 64))
     hits = [SearchHit(prose, 1.0), SearchHit(code, 0.5)]
-    shown = [_shown(code.path, code.start_line, code.end_line, json_repo),
-             Excerpt(prose.path, prose.start_line, prose.end_line, prose.text)]
+    shown = [
+        _shown(code.path, code.start_line, code.end_line, json_repo),
+        Excerpt(prose.path, prose.start_line, prose.end_line, prose.text),
+    ]
     about_code = offline_draft("how are bad documents reported?", hits, shown, [], 6)
     about_docs = offline_draft("what does the changelog say?", hits, shown, [], 6)
     assert [m.citation.path for m in parse_citations(about_code)][:2] == [
-        "json/decoder.py", "CHANGES.md"
+        "json/decoder.py",
+        "CHANGES.md",
     ]
     assert parse_citations(about_docs)[0].citation.path == "CHANGES.md"

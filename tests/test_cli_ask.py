@@ -11,8 +11,17 @@ from codeqa.tui.cli import main
 
 def test_ask_json_builds_the_index_and_cites_real_lines(small_repo, index_dir, capsys, monkeypatch):
     monkeypatch.delenv("CODEQA_MODEL", raising=False)
-    code = main(["ask", "What does `py_make_scanner` do?", "--repo", str(small_repo),
-                 "--index-dir", str(index_dir), "--json"])
+    code = main(
+        [
+            "ask",
+            "What does `py_make_scanner` do?",
+            "--repo",
+            str(small_repo),
+            "--index-dir",
+            str(index_dir),
+            "--json",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     reply = json.loads(captured.out)
@@ -25,20 +34,32 @@ def test_ask_json_builds_the_index_and_cites_real_lines(small_repo, index_dir, c
         assert 1 <= citation["start_line"] <= citation["end_line"] <= len(lines)
 
 
-def test_ask_reads_the_question_from_stdin_and_shows_sources(small_repo, index_dir, capsys,
-                                                              monkeypatch):
+def test_ask_reads_the_question_from_stdin_and_shows_sources(
+    small_repo, index_dir, capsys, monkeypatch
+):
     monkeypatch.delenv("CODEQA_MODEL", raising=False)
     monkeypatch.setattr("sys.stdin", io.StringIO("How is JSONDecodeError defined?\n"))
-    code = main(["ask", "-", "--repo", str(small_repo), "--index-dir", str(index_dir),
-                 "--show-sources"])
+    code = main(
+        ["ask", "-", "--repo", str(small_repo), "--index-dir", str(index_dir), "--show-sources"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "class JSONDecodeError(ValueError):" in out  # the cited source, printed
 
 
 def test_ask_with_an_unusable_model_is_one_line_error(small_repo, index_dir, capsys):
-    code = main(["ask", "anything?", "--repo", str(small_repo), "--index-dir", str(index_dir),
-                 "--model", "no-such-model"])
+    code = main(
+        [
+            "ask",
+            "anything?",
+            "--repo",
+            str(small_repo),
+            "--index-dir",
+            str(index_dir),
+            "--model",
+            "no-such-model",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("codeqa: error: unknown model 'no-such-model'")
@@ -46,7 +67,15 @@ def test_ask_with_an_unusable_model_is_one_line_error(small_repo, index_dir, cap
 
 
 def test_ask_in_a_missing_repo_says_so(tmp_path, capsys):
-    code = main(["ask", "anything?", "--repo", str(tmp_path / "nope"),
-                 "--index-dir", str(tmp_path / "index")])
+    code = main(
+        [
+            "ask",
+            "anything?",
+            "--repo",
+            str(tmp_path / "nope"),
+            "--index-dir",
+            str(tmp_path / "index"),
+        ]
+    )
     assert code == 1
     assert "does not exist" in capsys.readouterr().err

@@ -569,6 +569,9 @@ def test_translation_catalogs_and_other_data_files_are_skipped_by_default(tmp_pa
     assert isinstance(found["views.py"], SourceFile)
     for path in ("locale/django.po", "app.js.map", "table.csv"):
         assert found[path] == SkippedFile(path, SkipReason.DATA_FILE)
-    with_data = {item.path for item in discover(tmp_path, DiscoverOptions(include_data_files=True))
-                 if isinstance(item, SourceFile)}
+    with_data = {
+        item.path
+        for item in discover(tmp_path, DiscoverOptions(include_data_files=True))
+        if isinstance(item, SourceFile)
+    }
     assert {"locale/django.po", "app.js.map", "table.csv"} <= with_data

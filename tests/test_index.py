@@ -55,7 +55,9 @@ def test_edited_file_is_reindexed_and_its_old_text_is_gone(small_repo, index_dir
     )
     report = build_index(small_repo, settings)
     assert report.files_changed == 1
-    assert "json/encoder.py" in top_paths(small_repo, settings, "escape_ascii_quux", SearchMode.BM25)
+    assert "json/encoder.py" in top_paths(
+        small_repo, settings, "escape_ascii_quux", SearchMode.BM25
+    )
     with open_index(small_repo, settings) as index:
         texts = "".join(chunk.text for chunk in index.chunks_for_path("json/encoder.py"))
     assert "py_encode_basestring_ascii" not in texts

@@ -29,10 +29,14 @@ def editor_command(path: Path, line: int, environ: Mapping[str, str] | None = No
     argv = shlex.split(configured)
     program = Path(argv[0]).name
     if program in _COLON_LINE_EDITORS:
-        return [*argv, "--goto", f"{path}:{line}"] if program == "code" else [
-            *argv,
-            f"{path}:{line}",
-        ]
+        return (
+            [*argv, "--goto", f"{path}:{line}"]
+            if program == "code"
+            else [
+                *argv,
+                f"{path}:{line}",
+            ]
+        )
     return [*argv, f"+{line}", str(path)]
 
 

@@ -64,9 +64,7 @@ class CodeViewerScreen(Screen[None]):
 
     def on_code_view_cursor_moved(self, event: CodeView.CursorMoved) -> None:
         view = self.query_one(CodeView)
-        self.query_one("#viewer-cursor", Label).update(
-            f" line {event.line} of {view.line_count}"
-        )
+        self.query_one("#viewer-cursor", Label).update(f" line {event.line} of {view.line_count}")
 
     def action_step(self, delta: int) -> None:
         if len(self.citations) < 2:
