@@ -169,11 +169,18 @@ def build_index(
                 store=settings.store,
             )
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
+        changed, seen = _scan(root, settings, manifest, report, notify)
+        removed = sorted(set(manifest.files) - seen)
+        if not changed and not removed and manifest.complete_chunks is not None:
+            # Nothing to write: skip opening the store, the slowest part of a no-op run.
+            report.chunks_total = manifest.complete_chunks
+            report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
+            return report
+        manifest.complete_chunks = None  # unknown until this run finishes
+        manifest.save(directory)
         store = open_store(settings, directory, embedder.dim)
         cache = VectorCache(vector_cache_path(settings, directory), embedder.name)
         try:
-            changed, seen = _scan(root, settings, manifest, report, notify)
-            removed = sorted(set(manifest.files) - seen)
             if removed:
                 store.delete_paths(removed)
                 for path in removed:
@@ -188,6 +195,9 @@ def build_index(
                 fill_vectors(store, cache, embedder, notify, cancel, report)
             report.vectors_pending = len(store.ids_missing_vectors())
             report.chunks_total = store.count()
+            if report.vectors_pending == 0:
+                manifest.complete_chunks = report.chunks_total
+            manifest.save(directory)
         finally:
             cache.close()
             store.close()

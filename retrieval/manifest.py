@@ -21,6 +21,9 @@ class Manifest:
     chunker_version: str
     store: str
     files: dict[str, str] = field(default_factory=dict)  # path -> sha256 of indexed content
+    # Chunks in the store when the last run finished with every vector in place; None
+    # while a run is under way or vectors are pending (then the store must be consulted).
+    complete_chunks: int | None = None
     format_version: int = INDEX_FORMAT_VERSION
 
     @classmethod
@@ -43,6 +46,7 @@ class Manifest:
                 chunker_version=str(data["chunker_version"]),
                 store=data.get("store", "lancedb"),
                 files=dict(data.get("files", {})),
+                complete_chunks=data.get("complete_chunks"),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -64,6 +68,7 @@ class Manifest:
             "chunker_version": self.chunker_version,
             "store": self.store,
             "files": self.files,
+            "complete_chunks": self.complete_chunks,
         }
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(payload, handle, sort_keys=True)

@@ -148,3 +148,16 @@ def test_missing_index_and_missing_repo_are_clear_errors(small_repo, index_dir, 
         build_index(tmp_path / "nowhere", settings_for(index_dir))
     with pytest.raises(RepoNotFound, match="is a file"):
         build_index(small_repo / "json" / "decoder.py", settings_for(index_dir))
+
+
+def test_no_op_run_after_an_interrupted_fill_still_finishes_the_vectors(small_repo, index_dir):
+    settings = settings_for(index_dir)
+    build_index(small_repo, settings, embed=False)
+    # Nothing changed on disk, but vectors are pending: the run must not be skipped.
+    report = build_index(small_repo, settings)
+    assert report.files_changed == 0
+    assert report.vectors_pending == 0
+    assert report.vectors_embedded == report.chunks_total > 0
+    again = build_index(small_repo, settings)
+    assert again.chunks_total == report.chunks_total
+    assert again.vectors_embedded == 0
