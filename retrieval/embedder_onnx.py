@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -95,6 +96,9 @@ class OnnxEmbedder:
         self.model_path = model_path
         self.name = f"onnx:{spec.label}@{spec.distribution}=={spec.version}/max{max_tokens}"
         self._loaded: _LoadedModel | None = None
+        # The model may be loaded in a background thread (build_index does, while the
+        # store opens) while another thread asks for it: it is loaded once.
+        self._load_lock = threading.Lock()
 
     def load(self) -> None:
         """Check and load the model now rather than at the first embed."""
@@ -116,9 +120,13 @@ class OnnxEmbedder:
         return self.embed([text])[0]
 
     def _model(self) -> _LoadedModel:
-        if self._loaded is None:
-            self._loaded = _load_model(self)
-        return self._loaded
+        loaded = self._loaded
+        if loaded is None:
+            with self._load_lock:
+                if self._loaded is None:
+                    self._loaded = _load_model(self)
+                loaded = self._loaded
+        return loaded
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 from codeqa.retrieval.keywords import keyword_text
@@ -26,6 +26,16 @@ CHUNK_COLUMNS = (
     "text",
     "header",
 )
+
+
+# A search's query vector, or a function computing it (called at most once): a store may
+# start its keyword leg first, so that the two overlap.
+QueryVector: TypeAlias = np.ndarray | Callable[[], np.ndarray | None] | None
+
+
+def resolve_query_vector(query_vector: QueryVector) -> np.ndarray | None:
+    """The query vector itself, computed now if it was given as a function."""
+    return query_vector() if callable(query_vector) else query_vector
 
 
 @runtime_checkable
@@ -58,9 +68,12 @@ class Store(Protocol):
         ...
 
     def search(
-        self, query: str, query_vector: np.ndarray | None, mode: SearchMode, limit: int
+        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
     ) -> list[SearchHit]:
-        """Best chunks first; hybrid without a query vector degrades to BM25."""
+        """Best chunks first; hybrid without a query vector degrades to BM25.
+
+        A BM25 search never computes a `query_vector` given as a function.
+        """
         ...
 
     def chunks_for_path(self, path: str) -> list[Chunk]:

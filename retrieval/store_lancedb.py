@@ -6,15 +6,20 @@ Behaviours of LanceDB 0.40 this module relies on (each covered by the contract t
   `optimize()` folds them into the index for speed;
 - vector search skips rows whose vector is null, so chunks stored before their vectors
   are invisible to the vector side and found by the BM25 side of a hybrid query;
-- hybrid = the BM25 and vector queries, each `hybrid_depth` deep, fused by LanceDB's
-  `RRFReranker` (score of a chunk = sum over the lists it is in of 1 / (RRF_K + rank)).
+- hybrid = the BM25 and vector queries, each `hybrid_depth` deep, fused as LanceDB's
+  `RRFReranker` fuses them (score of a chunk = sum over the lists it is in of
+  1 / (RRF_K + rank)), reproduced here to the bit (see `fuse_by_reciprocal_rank`);
+- the vector query is LanceDB's flat scan, answered from a copy of the table in memory
+  (lance_snapshot.py: same rows, same order, same distances, ~20x faster) once a first
+  query has shown that both agree; chunks are read from that copy too.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -24,14 +29,18 @@ import numpy as np
 import pyarrow as pa
 from codeqa.retrieval.errors import IndexMismatch, StoreUnavailable
 from codeqa.retrieval.keywords import MAX_WORD_LENGTH, keyword_query
+from codeqa.retrieval.lance_snapshot import TableSnapshot, VectorScan, chunks_from_table
+from codeqa.retrieval.lancedb_import import import_lancedb
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
 from codeqa.retrieval.store import (
     CHUNK_COLUMNS,
     RRF_K,
+    QueryVector,
     check_vectors,
     chunk_from_row,
     chunk_to_row,
     effective_mode,
+    resolve_query_vector,
     symbol_match_rank,
     unique_by_id,
 )
@@ -73,13 +82,33 @@ class LanceTuning:
     remove_stop_words: bool = True
     # Deletes are sent as `path IN (...)` filters of at most this many paths.
     delete_batch: int = 500
+    # Searches read chunks and vectors from a copy of the table in memory (lance_snapshot.py)
+    # while the table takes at most this much on disk (django: 26 MiB for 7,431 chunks,
+    # 20 MiB of it held, so ~70k chunks at most); a larger one is searched by LanceDB alone.
+    max_bytes_in_memory: int = 256 * 2**20
+    # The in-memory vector search is compared with LanceDB's on this many rows of a first
+    # query before it is used: a different summation order shows in nearly every row.
+    scan_check_rows: int = 256
+
+
+# (row id, score) pairs best first, and the chunks of those rows already read.
+_Ranking = tuple[list[tuple[int, float]], dict[int, Chunk]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Leg:
+    """One side of a search: row ids best first, their scores, and the chunks it read."""
+
+    row_ids: list[int]
+    scores: list[float]  # BM25 scores, or vector distances
+    chunks: dict[int, Chunk]
 
 
 class LanceStore:
     """A `Store` kept in one LanceDB table under `directory`."""
 
     def __init__(self, directory: Path, dim: int, tuning: LanceTuning | None = None) -> None:
-        import lancedb  # deferred: importing lancedb costs ~0.3 s
+        lancedb = import_lancedb()  # deferred: importing lancedb costs ~1.3 s
 
         self.directory = Path(directory)
         self.dim = dim
@@ -89,6 +118,13 @@ class LanceStore:
         # so their merge commits never conflict.
         self._write_lock = threading.Lock()
         self._legs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeqa-bm25")
+        # Bumped after every write: a snapshot in memory belongs to one table version.
+        self._generation = 0
+        self._snapshot: tuple[int, TableSnapshot | None] | None = None
+        self._snapshot_lock = threading.Lock()
+        # None until a query has compared the in-memory scan with LanceDB's; False for good
+        # if they differed (LanceDB computes some dimensions with other kernels).
+        self._scan_agrees: bool | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(self.directory))
@@ -117,7 +153,7 @@ class LanceStore:
             vector_array = self._vectors_to_arrow(checked)
         data = pa.Table.from_pylist(rows, schema=self._schema().remove(len(self._schema()) - 1))
         data = data.append_column(self._schema().field(VECTOR_COLUMN), vector_array)
-        with self._write_lock:
+        with self._writing():
             if self._table.count_rows() == 0:
                 # Nothing to match against: a plain append is cheaper. on_bad_vectors="null":
                 # LanceDB counts null vectors as "wrong length" and refuses them otherwise.
@@ -141,7 +177,7 @@ class LanceStore:
                 VECTOR_COLUMN: self._vectors_to_arrow(checked),
             }
         )
-        with self._write_lock:
+        with self._writing():
             # Only the vector column is sent: merge_insert updates the matched rows in place
             # of their old versions and leaves unknown ids out (no insert clause).
             merge = self._table.merge_insert("chunk_id").when_matched_update_all()
@@ -152,7 +188,7 @@ class LanceStore:
         unique_paths = sorted(set(paths))
         if not unique_paths:
             return
-        with self._write_lock:
+        with self._writing():
             step = self.tuning.delete_batch
             for start in range(0, len(unique_paths), step):
                 batch = unique_paths[start : start + step]
@@ -161,7 +197,7 @@ class LanceStore:
 
     def optimize(self) -> None:
         """Fold unindexed rows into the indexes, compact files and drop old versions."""
-        with self._write_lock:
+        with self._writing():
             self._optimize_locked()
 
     def close(self) -> None:
@@ -169,21 +205,40 @@ class LanceStore:
         # unindexed are found by the flat FTS scan anyway (see fts_reindex_after_unindexed).
         self._legs.shutdown(wait=True)
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the write lock; afterwards, whatever happened, snapshots read before are stale."""
+        with self._write_lock:
+            try:
+                yield
+            finally:
+                self._generation += 1
+
     # ---- reads --------------------------------------------------------------------------
 
     def search(
-        self, query: str, query_vector: np.ndarray | None, mode: SearchMode, limit: int
+        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
         keywords = keyword_query(query)
-        vector = None if query_vector is None else self._query_vector(query_vector)
+        if mode is SearchMode.BM25:
+            return self._bm25(keywords, limit) if keywords else []
+        pending_bm25 = None
+        if mode is SearchMode.HYBRID and keywords:
+            # Started first: LanceDB runs it (outside the GIL) while the caller embeds the
+            # query, if the vector comes as a function, and while the vector leg runs.
+            depth = max(limit, self.tuning.hybrid_depth)
+            pending_bm25 = self._legs.submit(self._bm25_leg, keywords, depth)
+        given = resolve_query_vector(query_vector)
+        vector = None if given is None else self._query_vector(given)
         mode = effective_mode(mode, keywords, vector)
         if mode is SearchMode.BM25:
             return self._bm25(keywords, limit) if keywords else []
         if mode is SearchMode.VECTOR:
             return self._vector(vector, limit) if vector is not None else []
-        return self._hybrid(keywords, vector, limit)
+        # Hybrid: effective_mode leaves it only with keywords (so a BM25 leg) and a vector.
+        return self._hybrid(pending_bm25, vector, limit)  # type: ignore[arg-type]
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
         rows = self._scan(f"path = {_sql_literal(path)}", list(CHUNK_COLUMNS))
@@ -219,58 +274,159 @@ class LanceStore:
     # ---- search legs --------------------------------------------------------------------
 
     def _bm25(self, keywords: str, limit: int) -> list[SearchHit]:
-        table = self._bm25_table(keywords, limit, with_row_id=False)
-        return [SearchHit(chunk_from_row(row), float(row["_score"])) for row in table.to_pylist()]
+        def ranked() -> _Ranking:
+            leg = self._bm25_leg(keywords, limit)
+            return list(zip(leg.row_ids, leg.scores, strict=True)), leg.chunks
+
+        return self._hits(ranked)
 
     def _vector(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
-        table = self._vector_table(vector, limit, with_row_id=False)
-        # Score as similarity (higher is better, like the other modes).
-        return [
-            SearchHit(chunk_from_row(row), 1.0 - float(row["_distance"]))
-            for row in table.to_pylist()
-        ]
+        def ranked() -> _Ranking:
+            leg = self._vector_leg(vector, limit)
+            # Score as similarity (higher is better, like the other modes).
+            similarities = [1.0 - distance for distance in leg.scores]
+            return list(zip(leg.row_ids, similarities, strict=True)), leg.chunks
 
-    def _hybrid(self, keywords: str, vector: np.ndarray, limit: int) -> list[SearchHit]:
-        """Both legs run as in their own modes, then LanceDB's RRFReranker fuses them.
+        return self._hits(ranked)
+
+    def _hybrid(
+        self, pending_bm25: Future[_Leg], vector: np.ndarray, limit: int
+    ) -> list[SearchHit]:
+        """Both legs as in their own modes, `hybrid_depth` deep, fused by reciprocal rank.
 
         Running the legs ourselves rather than through `query_type="hybrid"` lets each
         leg select its own score column (the built-in hybrid query cannot, and Lance logs a
-        deprecation warning to stderr on every query) and skips a thread pool per query.
+        deprecation warning to stderr on every query) and lets the BM25 leg start before
+        the query vector exists.
         """
-        from lancedb.rerankers import RRFReranker
-
         depth = max(limit, self.tuning.hybrid_depth)
-        # The legs run at once: Lance releases the GIL, so on 2 cores the wait is the
-        # slower leg rather than the sum.
-        fts_future = self._legs.submit(self._bm25_table, keywords, depth, with_row_id=True)
-        vector_results = self._vector_table(vector, depth, with_row_id=True)
-        fts_results = fts_future.result()
-        if fts_results.num_rows == 0 and vector_results.num_rows == 0:
-            return []
-        fused = RRFReranker(K=RRF_K).rerank_hybrid(keywords, vector_results, fts_results)
-        rows = fused.slice(0, limit).to_pylist()
-        return [SearchHit(chunk_from_row(row), float(row["_relevance_score"])) for row in rows]
 
-    def _bm25_table(self, keywords: str, limit: int, *, with_row_id: bool) -> pa.Table:
+        def ranked() -> _Ranking:
+            vector_leg = self._vector_leg(vector, depth)
+            bm25 = pending_bm25.result()
+            # LanceDB's order of the lists: vector results first (it matters for ties).
+            fused = fuse_by_reciprocal_rank([vector_leg.row_ids, bm25.row_ids], RRF_K)
+            return fused[:limit], {**vector_leg.chunks, **bm25.chunks}
+
+        return self._hits(ranked)
+
+    def _hits(self, ranked: Callable[[], _Ranking]) -> list[SearchHit]:
+        """Hits for `ranked()`'s (row id, score) pairs, best first, with their chunks.
+
+        A row is missing only if a concurrent write rewrote it after the snapshot was
+        read: the ranking is then computed once more on a fresh snapshot.
+        """
+        for attempt in range(2):
+            scored, known = ranked()
+            chunks = self._chunks_for([row for row, _ in scored], known)
+            if len(chunks) == len(scored) or attempt:
+                break
+            self._snapshot = None
+        return [SearchHit(chunks[row], score) for row, score in scored if row in chunks]
+
+    def _bm25_leg(self, keywords: str, limit: int) -> _Leg:
         if not self._has_fts_index:
-            return pa.table({})
-        return (
+            return _Leg([], [], {})
+        # With the table in memory only scores are read; chunks come from the snapshot.
+        snapshot = self._current_snapshot()
+        columns = ["_score"] if snapshot is not None else [*CHUNK_COLUMNS, "_score"]
+        table = (
             self._table.search(keywords, query_type="fts", fts_columns=KEYWORD_COLUMN)
-            .select([*CHUNK_COLUMNS, "_score"])
-            .with_row_id(with_row_id)
+            .select(columns)
+            .with_row_id(True)
             .limit(limit)
             .to_arrow()
         )
+        rows = table["_rowid"].to_pylist()
+        chunks = {} if snapshot is not None else _chunks_by_row(rows, table)
+        return _Leg(rows, table["_score"].to_pylist(), chunks)
 
-    def _vector_table(self, vector: np.ndarray, limit: int, *, with_row_id: bool) -> pa.Table:
-        return (
+    def _vector_leg(self, vector: np.ndarray, limit: int) -> _Leg:
+        """The `limit` nearest rows: from memory once that is known to agree with LanceDB."""
+        snapshot = self._current_snapshot()
+        scan = None if snapshot is None or self._scan_agrees is False else snapshot.vectors
+        if scan is not None and self._scan_agrees is None:
+            self._scan_agrees = self._agrees_with_lancedb(scan, vector)
+        if scan is not None and self._scan_agrees:
+            rows, distances = scan.nearest(vector, limit)
+            return _Leg(rows.tolist(), distances.tolist(), {})
+        table = (
             self._table.search(vector, query_type="vector", vector_column_name=VECTOR_COLUMN)
             .distance_type(self.tuning.distance)
             .select([*CHUNK_COLUMNS, "_distance"])
-            .with_row_id(with_row_id)
+            .with_row_id(True)
             .limit(limit)
             .to_arrow()
         )
+        rows = table["_rowid"].to_pylist()
+        return _Leg(rows, table["_distance"].to_pylist(), _chunks_by_row(rows, table))
+
+    def _agrees_with_lancedb(self, scan: VectorScan, vector: np.ndarray) -> bool | None:
+        """Whether the in-memory scan ranks and scores rows exactly as LanceDB does.
+
+        Checked once per store, on its first vector query, over `scan_check_rows` rows;
+        None (ask again next time) if a write or an empty table leaves it undecided.
+        """
+        generation = self._generation
+        depth = self.tuning.scan_check_rows
+        table = (
+            self._table.search(vector, query_type="vector", vector_column_name=VECTOR_COLUMN)
+            .distance_type(self.tuning.distance)
+            .select(["_distance"])
+            .with_row_id(True)
+            .limit(depth)
+            .to_arrow()
+        )
+        if table.num_rows == 0 or self._generation != generation:
+            return None
+        rows, distances = scan.nearest(vector, depth)
+        return (
+            rows.tolist() == table["_rowid"].to_pylist()
+            and distances.tolist() == table["_distance"].to_pylist()
+        )
+
+    def _current_snapshot(self) -> TableSnapshot | None:
+        """The table as this store last wrote it, in memory; None if too big (ask LanceDB)."""
+        generation = self._generation
+        held = self._snapshot
+        if held is None or held[0] != generation:
+            with self._snapshot_lock:  # the BM25 leg's thread may want it at the same time
+                held = self._snapshot
+                if held is None or held[0] != generation:
+                    # Tagged with the generation read before loading: a write meanwhile
+                    # makes the next search load again.
+                    held = (generation, self._load_snapshot())
+                    self._snapshot = held
+        return held[1]
+
+    def _load_snapshot(self) -> TableSnapshot | None:
+        if self._table.stats()["total_bytes"] > self.tuning.max_bytes_in_memory:
+            return None
+        table = (
+            self._table.search()
+            .select([*CHUNK_COLUMNS, VECTOR_COLUMN])
+            .with_row_id(True)
+            .limit(None)
+            .to_arrow()
+        )
+        return TableSnapshot.from_arrow(table, VECTOR_COLUMN)
+
+    def _chunks_for(self, rows: Sequence[int], known: dict[int, Chunk]) -> dict[int, Chunk]:
+        """Chunks of these rows: those already read, the snapshot's, the rest fetched."""
+        found = {row: known[row] for row in rows if row in known}
+        snapshot = self._current_snapshot() if len(found) < len(rows) else None
+        if snapshot is not None:
+            found.update(snapshot.chunks([row for row in rows if row not in found]))
+        missing = [row for row in rows if row not in found]
+        if missing:
+            table = (
+                self._table.take_row_ids(missing)
+                .select(list(CHUNK_COLUMNS))
+                .with_row_id()
+                .to_arrow()
+            )
+            found.update(_chunks_by_row(table["_rowid"].to_pylist(), table))
+        return found
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -369,6 +525,27 @@ class LanceStore:
                 pa.field(VECTOR_COLUMN, self._vector_type(), nullable=True),
             ]
         )
+
+
+def fuse_by_reciprocal_rank(ranked: Sequence[Sequence[int]], k: int) -> list[tuple[int, float]]:
+    """Row ids by descending RRF score, computed exactly as LanceDB's `RRFReranker` does.
+
+    Same arithmetic (float64 sums, list by list, then float32) and same order: a stable
+    descending sort of the rows as first met, the lists taken in the order given
+    (LanceDB passes vector results, then BM25), so ties keep that order.
+    """
+    scores: dict[int, float] = {}
+    for rows in ranked:
+        for rank, row in enumerate(rows, start=1):
+            scores[row] = scores.get(row, 0.0) + 1 / (rank + k)
+    rows = list(scores)
+    relevance = np.array(list(scores.values()), dtype=np.float32)
+    order = np.argsort(-relevance, kind="stable")
+    return [(rows[i], float(relevance[i])) for i in order]
+
+
+def _chunks_by_row(rows: list[int], table: pa.Table) -> dict[int, Chunk]:
+    return dict(zip(rows, chunks_from_table(table), strict=True))
 
 
 def _sql_literal(value: str) -> str:

@@ -38,10 +38,12 @@ from codeqa.retrieval.keywords import keyword_query
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
 from codeqa.retrieval.store import (
     CHUNK_COLUMNS,
+    QueryVector,
     check_vectors,
     chunk_from_row,
     chunk_to_row,
     effective_mode,
+    resolve_query_vector,
     symbol_match_rank,
     unique_by_id,
 )
@@ -319,11 +321,12 @@ class WeaviateStore:
     # ---- reads --------------------------------------------------------------------------
 
     def search(
-        self, query: str, query_vector: np.ndarray | None, mode: SearchMode, limit: int
+        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
         keywords = keyword_query(query)
+        query_vector = None if mode is SearchMode.BM25 else resolve_query_vector(query_vector)
         vector = None if query_vector is None else self._query_vector(query_vector)
         mode = effective_mode(mode, keywords, vector)
         with self._errors("searching"):

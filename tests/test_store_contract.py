@@ -203,6 +203,24 @@ def test_hybrid_without_a_query_vector_is_bm25(open_store):
     assert paths(hybrid)[0] == "requests/sessions.py"
 
 
+def test_a_query_vector_given_as_a_function_is_computed_once_and_never_for_bm25(open_store):
+    store = open_store()
+    store.upsert(CORPUS, CORPUS_VECTORS)
+    query, calls = "lru cache capacity", []
+
+    def session_vector() -> np.ndarray:
+        calls.append(query)
+        return axis(1)
+
+    def no_vector() -> np.ndarray:
+        raise AssertionError("a BM25 search computed its query vector")
+
+    for mode in (SearchMode.HYBRID, SearchMode.VECTOR):
+        assert store.search(query, session_vector, mode, 4) == store.search(query, axis(1), mode, 4)
+    assert len(calls) == 2
+    assert paths(store.search(query, no_vector, SearchMode.BM25, 4))[0] == "cache/lru.py"
+
+
 def test_set_vectors_fills_in_what_ids_missing_vectors_lists(open_store):
     store = open_store()
     store.upsert(CORPUS, None)

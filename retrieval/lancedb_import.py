@@ -1,0 +1,44 @@
+"""Import lancedb without the REST client it loads but an embedded store never calls.
+
+`import lancedb` imports `lance_namespace`, whose model classes it uses, and that imports
+the package `lance_namespace_urllib3_client`, whose `__init__` also builds a REST client:
+366 methods wrapped in pydantic's `validate_call`, 1.1-1.5 s of the 2.4-2.8 s import on
+2 cores. That package is registered here without running its `__init__`: submodules
+(`.models`, which lancedb needs) import as usual, and the first access to a name only
+`__init__` defines (`ApiClient`, `BranchApi`, ...) runs it then, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any
+
+REST_CLIENT_PACKAGE = "lance_namespace_urllib3_client"
+
+
+def import_lancedb() -> ModuleType:
+    """`import lancedb`, deferring its unused REST client until something touches it."""
+    if "lancedb" not in sys.modules and REST_CLIENT_PACKAGE not in sys.modules:
+        _register_without_init(REST_CLIENT_PACKAGE)
+    import lancedb
+
+    return lancedb
+
+
+def _register_without_init(name: str) -> None:
+    """Put package `name` in sys.modules with its `__init__` run on first attribute access."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return  # not installed as a regular package: import it the usual way
+    loader = spec.loader
+    package = importlib.util.module_from_spec(spec)
+
+    def __getattr__(attribute: str) -> Any:  # the PEP 562 module hook
+        del package.__dict__["__getattr__"]  # runs once; names __init__ lacks stay missing
+        loader.exec_module(package)
+        return getattr(package, attribute)
+
+    package.__getattr__ = __getattr__  # type: ignore[method-assign]
+    sys.modules[name] = package
