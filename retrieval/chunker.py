@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from codeqa.retrieval import grammars
-from codeqa.retrieval.records import Chunk, ChunkKind, SourceFile
+from codeqa.retrieval.records import IMPORTS_PREFIX, Chunk, ChunkKind, SourceFile
 from tree_sitter import Node
 
 # Bump whenever the chunks produced for the same file change: indexes built by another
@@ -576,5 +576,5 @@ def _header(path: str, span: _Span, imports_line: str) -> str:
     if len(span.signatures) == 1:
         lines.append(f"Signature: {span.signatures[0]}")
     if imports_line:
-        lines.append(f"Imports: {imports_line}")
+        lines.append(f"{IMPORTS_PREFIX}{imports_line}")
     return "\n".join(lines)

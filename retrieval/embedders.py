@@ -38,14 +38,17 @@ class Embedder(Protocol):
 # truncates the rest itself; hosted models with long windows see a generous prefix.
 # The chunk text itself is never truncated, only what is sent to the model.
 EMBEDDING_TEXT_MAX_CHARS = 6_000
+# Bumped when what embedding_text() sends to the model changes: stored vectors of an
+# older recipe are stale (2: the header's imports line is no longer embedded).
+EMBEDDING_TEXT_VERSION = "2"
 
 DEFAULT_EMBEDDER = "minilm-int8"
 LITELLM_PREFIX = "litellm:"
 
 
 def embedding_text(chunk: Chunk) -> str:
-    """What is embedded for a chunk: its context header, then its text, cut for the model."""
-    header = chunk.header.strip()
+    """What is embedded for a chunk: its header less imports, then its text, cut for the model."""
+    header = chunk.embedding_header
     text = f"{header}\n{chunk.text}" if header else chunk.text
     return text[:EMBEDDING_TEXT_MAX_CHARS]
 

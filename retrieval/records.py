@@ -6,6 +6,10 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
+# The header line listing a file's imports. Keyword search reads it; the embedder does not
+# (see Chunk.embedding_header).
+IMPORTS_PREFIX = "Imports: "
+
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
@@ -70,9 +74,21 @@ class Chunk:
         return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
+    def embedding_header(self) -> str:
+        """The context header without its imports line: what the embedder reads before the code.
+
+        A file's imports fill a median 101 of the 128 word pieces the default model reads
+        (django/db/models), so with them every chunk of a file embedded much alike. Without
+        them (codeqa eval, hybrid): swebench-loc-dev file@5 0.829 -> 0.868, line@10 0.664 ->
+        0.691; sweqa-dev file@5 0.966 -> 0.989, line@10 0.882 -> 0.918, file@1 0.820 -> 0.798.
+        """
+        lines = self.header.strip().split("\n")
+        return "\n".join(line for line in lines if not line.startswith(IMPORTS_PREFIX))
+
+    @property
     def content_hash(self) -> str:
-        """What the embedding depends on: identical header+text embed to the same vector."""
-        key = f"{self.header}\0{self.text}"
+        """What the embedding depends on: identical embedding header + text embed alike."""
+        key = f"{self.embedding_header}\0{self.text}"
         return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property

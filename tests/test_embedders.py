@@ -15,6 +15,7 @@ from codeqa.retrieval.embedders import (
     load_embedder,
 )
 from codeqa.retrieval.errors import EmbedderUnavailable
+from codeqa.retrieval.keywords import keyword_text
 from codeqa.retrieval.offline import prepare_offline_environment
 from codeqa.retrieval.records import Chunk, ChunkKind
 
@@ -139,6 +140,30 @@ def test_embedding_text_is_header_then_text_and_only_the_model_input_is_cut() ->
     assert text.startswith("# pkg/mod.py\nx = 1\n")
     assert len(text) == EMBEDDING_TEXT_MAX_CHARS
     assert chunk.text == body
+
+
+def _chunk_with_header(header: str, text: str = "def f():\n    return 1") -> Chunk:
+    return Chunk(
+        "pkg/mod.py", 10, 11, "python", ChunkKind.DECLARATION, "f", "def f():", text, header
+    )
+
+
+def test_the_embedder_reads_the_header_without_its_imports_but_keyword_search_keeps_them() -> None:
+    chunk = _chunk_with_header("File: pkg/mod.py\nFunction: f\nImports: collections, decimal")
+    assert embedding_text(chunk) == "File: pkg/mod.py\nFunction: f\ndef f():\n    return 1"
+    assert "decimal" in keyword_text(chunk).split()
+
+
+def test_vector_cache_key_follows_what_is_embedded() -> None:
+    base = _chunk_with_header("File: pkg/mod.py\nFunction: f\nImports: os")
+    other_imports = _chunk_with_header("File: pkg/mod.py\nFunction: f\nImports: sys, re")
+    other_class = _chunk_with_header("File: pkg/mod.py\nClass: A\nFunction: f\nImports: os")
+    other_code = _chunk_with_header(
+        "File: pkg/mod.py\nFunction: f\nImports: os", "def f():\n    return 2"
+    )
+    assert base.content_hash == other_imports.content_hash
+    assert base.content_hash != other_class.content_hash
+    assert base.content_hash != other_code.content_hash
 
 
 # --- litellm, through its real call path with a scripted provider -------------------
