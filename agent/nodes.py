@@ -18,11 +18,11 @@ from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import AgentState, Query, QueryKind, Turn
 from codeqa.agent.tools import RepoTools
 from codeqa.retrieval.records import SearchHit
+from codeqa.retrieval.store import RRF_K
 from langgraph.runtime import Runtime
 
-# Reciprocal-rank fusion of the per-query lists: k=60 is the usual constant that
-# keeps one list's top hit from drowning the others.
-RRF_K = 60
+# The per-query lists are fused by reciprocal rank with the store's RRF_K: it keeps
+# one list's top hit from drowning the others.
 # Exact tools name what the question names; a grep for a common string is noisier.
 QUERY_WEIGHTS = {
     QueryKind.SEARCH: 1.0,

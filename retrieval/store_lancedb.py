@@ -350,16 +350,20 @@ class LanceStore:
         if scan is not None and self._scan_agrees:
             rows, distances = scan.nearest(vector, limit)
             return _Leg(rows.tolist(), distances.tolist(), {})
-        table = (
+        table = self._lancedb_nearest(vector, limit, [*CHUNK_COLUMNS, "_distance"])
+        rows = table["_rowid"].to_pylist()
+        return _Leg(rows, table["_distance"].to_pylist(), _chunks_by_row(rows, table))
+
+    def _lancedb_nearest(self, vector: np.ndarray, limit: int, columns: list[str]) -> pa.Table:
+        """LanceDB's own flat vector scan: the `limit` nearest rows, with `_rowid`."""
+        return (
             self._table.search(vector, query_type="vector", vector_column_name=VECTOR_COLUMN)
             .distance_type(self.tuning.distance)
-            .select([*CHUNK_COLUMNS, "_distance"])
+            .select(columns)
             .with_row_id(True)
             .limit(limit)
             .to_arrow()
         )
-        rows = table["_rowid"].to_pylist()
-        return _Leg(rows, table["_distance"].to_pylist(), _chunks_by_row(rows, table))
 
     def _agrees_with_lancedb(self, scan: VectorScan, vector: np.ndarray) -> bool | None:
         """Whether the in-memory scan ranks and scores rows exactly as LanceDB does.
@@ -369,14 +373,7 @@ class LanceStore:
         """
         generation = self._generation
         depth = self.tuning.scan_check_rows
-        table = (
-            self._table.search(vector, query_type="vector", vector_column_name=VECTOR_COLUMN)
-            .distance_type(self.tuning.distance)
-            .select(["_distance"])
-            .with_row_id(True)
-            .limit(depth)
-            .to_arrow()
-        )
+        table = self._lancedb_nearest(vector, depth, ["_distance"])
         if table.num_rows == 0 or self._generation != generation:
             return None
         rows, distances = scan.nearest(vector, depth)
