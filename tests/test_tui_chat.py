@@ -22,6 +22,7 @@ from codeqa.tui.app import ChatConfig, CodeqaApp
 from codeqa.tui.screens import CodeViewerScreen, HelpScreen
 from codeqa.tui.settings import Settings
 from codeqa.tui.widgets import AnswerMessage, CitationList, CodeView, IndexProgress, SourcesPanel
+from codeqa.tui.widgets.location_text import fit_location
 from litellm import CustomLLM
 from litellm.types.utils import GenericStreamingChunk
 from textual.pilot import Pilot
@@ -546,6 +547,20 @@ async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_ran
         notice = answers(app)[0].children[0]  # the answer's first paragraph
         assert "Offline" in str(notice.render())
         assert notice.region.height <= 2
+
+
+@pytest.mark.parametrize(
+    ("width", "shown"),
+    [
+        (40, "src/core/resolveConfig.js:93-118"),
+        (30, "…/core/resolveConfig.js:93-118"),
+        (24, "…resolveConfig.js:93-118"),
+        (12, "…g.js:93-118"),
+        (5, "…:93-118"),
+    ],
+)
+def test_a_long_location_gives_way_from_the_left_and_keeps_its_line_range(width, shown):
+    assert fit_location("src/core/resolveConfig.js", 93, 118, width) == shown
 
 
 def lines(located) -> str:
