@@ -12,13 +12,17 @@ from pathlib import Path
 
 import litellm
 import pytest
+from codeqa.agent.answer import Citation
+from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import LOCK_NAME, build_index
+from codeqa.retrieval.records import SearchMode
 from codeqa.tui.app import ChatConfig, CodeqaApp
 from codeqa.tui.screens import CodeViewerScreen, HelpScreen
 from codeqa.tui.settings import Settings
 from codeqa.tui.widgets import AnswerMessage, CitationList, CodeView, IndexProgress, SourcesPanel
+from codeqa.tui.widgets.location_text import fit_location
 from litellm import CustomLLM
 from litellm.types.utils import GenericStreamingChunk
 from textual.pilot import Pilot
@@ -29,7 +33,8 @@ SHOP_FILES = ("inventory.py", "ratelimit.go", "router.js")
 # The static embedder keeps indexing in these tests to a fraction of a second of CPU.
 EMBED_MODEL = "wordllama"
 LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
-SIZE = (140, 40)
+# 80x24: the default size of most terminals, and the smallest the chat must work at.
+SIZE = (80, 24)
 
 pytestmark = pytest.mark.anyio
 
@@ -274,23 +279,88 @@ async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scrip
         assert app.screen is app.chat
 
 
-async def test_evidence_rows_open_in_the_viewer_and_n_steps_through_them(shop):
+async def test_each_citation_is_listed_once_and_opens_exactly_its_lines(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        listed = app.chat.query_one(CitationList)
+        citations = listed.citations
+        assert citations
+        for one in citations:  # no entry repeats lines another entry already shows
+            assert [c for c in citations if covers(c, one)] == [one]
+        for number, citation in enumerate(citations):
+            listed.focus()
+            listed.highlighted = number
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+            viewer = app.screen
+            assert viewer.citation == citation
+            assert viewer.query_one(CodeView).highlight_range == (
+                citation.start_line,
+                citation.end_line,
+            )
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.chat)
+
+
+def covers(outer: Citation, inner: Citation) -> bool:
+    return (
+        outer.path == inner.path
+        and outer.start_line <= inner.start_line
+        and inner.end_line <= outer.end_line
+    )
+
+
+async def test_n_and_p_step_through_the_citations_even_from_an_evidence_row(shop):
     app = chat_app(*shop)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, ready(app))
         await ask(pilot, "token bucket refill rate")
         await wait_for(pilot, lambda: not app.answering and answers(app))
+        citations = app.chat.query_one(CitationList).citations
         sources = app.chat.query_one(SourcesPanel)
-        assert sources.row_count >= 2
+        assert len(citations) >= 2
+        uncited = [
+            row
+            for row in range(sources.row_count)
+            if not any(str(c).startswith(str(sources.get_cell_at((row, 2)))) for c in citations)
+        ]
+        assert uncited, "every evidence row is cited: nothing to open from the evidence"
         sources.focus()
+        sources.move_cursor(row=uncited[0])
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
         viewer = app.screen
-        assert viewer.position == 0
+        assert viewer.citations == citations
         await pilot.press("n")
-        assert viewer.position == 1
-        cited = viewer.citations[1]
-        assert viewer.query_one(CodeView).highlight_range == (cited.start_line, cited.end_line)
+        assert viewer.citation == citations[0]
+        await pilot.press("n")
+        assert viewer.citation == citations[1]
+        assert viewer.query_one(CodeView).highlight_range == (
+            citations[1].start_line,
+            citations[1].end_line,
+        )
+        await pilot.press("p", "p")
+        assert viewer.citation == citations[-1]
+
+
+async def test_escape_from_the_code_viewer_returns_to_the_question_box(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        await pilot.press("tab", "tab", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.chat)
+        await pilot.press(*keys_for("is quiet mode supported"))
+        question = app.chat.query_one("#question", Input)
+        assert app.is_running
+        assert app.focused is question
+        assert question.value == "is quiet mode supported"
 
 
 async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkeypatch):
@@ -350,19 +420,157 @@ async def test_missing_repo_is_an_error_notice_not_a_crash(tmp_path):
         assert app.is_running and not app.answering
 
 
-async def test_help_opens_with_f1_and_q_quits_only_outside_the_question_box(shop):
+def keys_for(text: str) -> list[str]:
+    """The key names that type `text`."""
+    names = {" ": "space", "?": "question_mark"}
+    return [names.get(character, character) for character in text]
+
+
+async def test_letters_typed_in_any_pane_go_to_the_question_box_and_never_quit(shop):
     app = chat_app(*shop)
     async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        question = app.chat.query_one("#question", Input)
+        for pane in (CitationList, SourcesPanel, "#conversation"):
+            app.chat.query_one(pane).focus()
+            await pilot.press(*keys_for("quit? "))
+            assert app.is_running
+            assert app.screen is app.chat  # "?" did not open the help either
+            assert app.focused is question
+        assert question.value == "quit? quit? quit? "
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         assert app.screen is app.chat
-        await pilot.press("q")
-        assert app.chat.query_one("#question", Input).value == "q"
-        app.chat.query_one(CitationList).focus()
-        await pilot.press("q")
+        await pilot.press("ctrl+c")  # the one way to quit, text in the box or not
         await pilot.pause()
         assert not app.is_running
+
+
+async def test_reindex_with_nothing_changed_says_so(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: notices_with(app, "nothing changed"), timeout=20)
+        assert app.status.state == "ready"
+
+
+def notices_with(app: CodeqaApp, text: str) -> list[str]:
+    return [n.message for n in app._notifications if text in n.message]
+
+
+async def test_question_asked_before_a_reindex_finishes_is_answered_from_an_open_index(
+    shop, scripted
+):
+    scripted.hold.clear()
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        first_index = app.index
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: answers(app) and answers(app)[0].streamed)
+        await pilot.press("ctrl+r")  # the re-index finishes while the answer is written
+        await wait_for(pilot, lambda: notices_with(app, "nothing changed"), timeout=20)
+        assert app.answering and app.index is first_index  # still answering from it
+        scripted.hold.set()
+        await wait_for(pilot, lambda: not app.answering)
+        assert not error_notices(app)
+        [citation] = app.chat.query_one(CitationList).citations
+        assert str(citation) in answers(app)[0].source
+        assert app.index is not first_index  # swapped once the answer was done
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: len(answers(app)) == 2 and not app.answering)
+        assert not error_notices(app)
+
+
+class AnswerRecordingApp(CodeqaApp):
+    """The chat app, keeping each finished answer."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.finished: list = []
+
+    async def on_answer_finished(self, message) -> None:
+        self.finished.append(message.answer)
+        await super().on_answer_finished(message)
+
+
+async def test_evidence_shows_the_score_codeqa_search_prints(shop):
+    repo, index_dir = shop
+    settings = Settings(index=IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL))
+    agent = AgentSettings()
+    app = AnswerRecordingApp(ChatConfig(repo=repo, settings=settings, agent=agent))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "token bucket refill rate")
+        await wait_for(pilot, lambda: app.finished)
+        [answer] = app.finished
+        # `codeqa search QUERY` prints each hit's `index.search` score with four decimals.
+        printed: dict[str, set[str]] = {}
+        for query in answer.queries:
+            for hit in app.index.search(query, SearchMode.HYBRID, agent.hits_per_query):
+                printed.setdefault(hit.chunk.chunk_id, set()).add(f"{hit.score:.4f}")
+        sources = app.chat.query_one(SourcesPanel)
+        shown = [str(sources.get_cell_at((row, 1))) for row in range(sources.row_count)]
+        assert any(score != "–" for score in shown)
+        for hit, score in zip(answer.sources, shown, strict=True):
+            if score != "–":  # "–": found by name, path or grep, not by a search
+                assert score in printed[hit.chunk.chunk_id]
+
+
+async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_range(tmp_path):
+    repo = make_shop(tmp_path)
+    deep = repo / "services" / "warehouse" / "stock_management" / "core"
+    deep.mkdir(parents=True)
+    shutil.move(repo / "inventory.py", deep / "inventory_levels.py")
+    settings = Settings(index=IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL))
+    app = AnswerRecordingApp(ChatConfig(repo, settings, AgentSettings()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        listed = app.chat.query_one(CitationList)
+        assert any(c.path.startswith("services/") for c in listed.citations)
+        for number, citation in enumerate(listed.citations):
+            line = listed.render_line(number).text.rstrip()
+            assert re.search(rf"\[{number + 1}\] \S+{lines(citation)}$", line), line
+            assert citation.path.rsplit("/", 1)[-1][-8:] in line
+        sources = app.chat.query_one(SourcesPanel)
+        assert sources.row_count > 0
+        for row, hit in enumerate(app.finished[0].sources):
+            shown = sources.render_line(row + 1).text  # below the header
+            assert lines(hit) in shown, shown
+        # The offline notice is one short line, not most of the conversation pane.
+        text = answers(app)[0].source
+        assert NO_MODEL_NOTICE not in text
+        notice = answers(app)[0].children[0]  # the answer's first paragraph
+        assert "Offline" in str(notice.render())
+        assert notice.region.height <= 2
+
+
+@pytest.mark.parametrize(
+    ("width", "shown"),
+    [
+        (40, "src/core/resolveConfig.js:93-118"),
+        (30, "…/core/resolveConfig.js:93-118"),
+        (24, "…resolveConfig.js:93-118"),
+        (12, "…g.js:93-118"),
+        (5, "…:93-118"),
+    ],
+)
+def test_a_long_location_gives_way_from_the_left_and_keeps_its_line_range(width, shown):
+    assert fit_location("src/core/resolveConfig.js", 93, 118, width) == shown
+
+
+def lines(located) -> str:
+    """The `:start-end` a citation or hit is shown with."""
+    start, end = (
+        (located.start_line, located.end_line)
+        if isinstance(located, Citation)
+        else (located.chunk.start_line, located.chunk.end_line)
+    )
+    return f":{start}" if start == end else f":{start}-{end}"
 
 
 # ---- snapshots --------------------------------------------------------------------------------

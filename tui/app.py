@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeqa.agent.answer import Answer
+from codeqa.agent.answer import Answer, Citation
+from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.errors import CodeqaError, IndexMismatch
-from codeqa.retrieval.index import Index, ProgressEvent
+from codeqa.retrieval.index import Index, IndexReport, ProgressEvent
 from codeqa.tui.screens import ChatScreen, CodeViewerScreen, HelpScreen
 from codeqa.tui.settings import Settings
 from codeqa.tui.widgets import (
@@ -71,8 +72,12 @@ class CodeqaApp(App[None]):
         self.config = config
         self.index: Index | None = None
         self.index_error: str | None = None
-        self.assistant: Assistant | None = None  # imported and built on the index worker
-        self._retriever: LiveRetriever | None = None
+        self.assistant: Assistant | None = None  # built on the index worker (IndexReady)
+        self._retriever: LiveRetriever | None = None  # the assistant's view of `self.index`
+        # A re-index that finished while an answer was being written: the answer keeps
+        # searching the index it started on, which is swapped (and closed) after it.
+        self._next_index: Index | None = None
+        self._reindex_requested = False  # ctrl+r: say what the re-index found, even "nothing"
         self._threads = itertools.count(1)
         self.thread_id = f"chat-{next(self._threads)}"
         self._stop = threading.Event()  # set on quit: background indexing stops at a batch edge
@@ -101,9 +106,11 @@ class CodeqaApp(App[None]):
         self._stop.set()
         if self._answer_cancel is not None:
             self._answer_cancel.set()
-        if self.index is not None:
+        for index in (self.index, self._next_index):
+            if index is None:
+                continue
             try:
-                self.index.close()
+                index.close()
             except Exception:  # closing must never turn a clean quit into a traceback
                 pass
 
@@ -122,10 +129,10 @@ class CodeqaApp(App[None]):
         self._indexing = True
         self.chat.query_one(IndexProgress).start()
         rebuild, self._rebuild_next = self._rebuild_next, False
-        self._index_worker(rebuild)
+        self._index_worker(rebuild, build_assistant=self.assistant is None)
 
     @work(thread=True, group="index", exclusive=True, exit_on_error=False)
-    def _index_worker(self, rebuild: bool) -> None:
+    def _index_worker(self, rebuild: bool, build_assistant: bool) -> None:
         report_progress = lambda event: self.post_message(IndexProgressed(event))  # noqa: E731
         try:
             index, report, notice = update_index(
@@ -135,12 +142,12 @@ class CodeqaApp(App[None]):
                 self._stop,
                 rebuild=rebuild,
             )
-            if self._retriever is None:
+            ready = IndexReady(index, report, notice)
+            if build_assistant:
                 from codeqa.agent import Assistant
 
-                self._retriever = LiveRetriever(index)
-                self.assistant = Assistant(self._retriever, self.config.agent)
-            ready = IndexReady(index, report, self._retriever, notice)
+                ready.retriever = LiveRetriever(index)
+                ready.assistant = Assistant(ready.retriever, self.config.agent)
         except KeyboardInterrupt:
             return
         except IndexMismatch as error:
@@ -178,11 +185,15 @@ class CodeqaApp(App[None]):
             self._set_status(vectors_filled=min(max(filled, 0.0), 1.0))
 
     def on_index_ready(self, message: IndexReady) -> None:
-        previous = self.index
-        self.index = message.index
-        message.retriever.index = message.index
-        if previous is not None and previous is not message.index:
-            previous.close()
+        if message.assistant is not None:
+            self.assistant, self._retriever = message.assistant, message.retriever
+            self.index = message.index
+        elif self.answering:
+            if self._next_index is not None:  # re-indexed twice during one answer
+                self._next_index.close()
+            self._next_index = message.index
+        else:
+            self._serve(message.index)
         self.index_error = None
         chunks = message.chunks
         missing = message.vectors_missing
@@ -196,17 +207,30 @@ class CodeqaApp(App[None]):
             self._indexing_done()
         if message.notice:
             self.notify(message.notice, severity="warning", timeout=10)
+        elif self._reindex_requested:
+            self.notify(_reindex_summary(message.report), title="Re-indexed")
         elif chunks == 0:
             self.notify(
                 "no source files found in this repository (check .gitignore/.codeqaignore)",
                 severity="warning",
             )
+        self._reindex_requested = False
         if self._pending_question is not None:
             question, self._pending_question = self._pending_question, None
             self._run_answer(question)
 
+    def _serve(self, index: Index) -> None:
+        """Answer from `index` from now on, closing the one it replaces."""
+        previous = self.index
+        self.index = index
+        if self._retriever is not None:
+            self._retriever.index = index
+        if previous is not None and previous is not index:
+            previous.close()
+
     async def on_index_failed(self, message: IndexFailed) -> None:
         self._indexing_done()
+        self._reindex_requested = False
         self.index_error = message.reason
         self._rebuild_next = message.needs_rebuild
         self._set_status(state="no index")
@@ -237,9 +261,7 @@ class CodeqaApp(App[None]):
         if self._indexing:
             self.notify("indexing is already running")
             return
-        if self.answering:
-            self.notify("wait for the answer to finish (or press escape) before re-indexing")
-            return
+        self._reindex_requested = True
         self._set_status(state="indexing")
         self.start_indexing()
 
@@ -262,6 +284,8 @@ class CodeqaApp(App[None]):
         self._run_answer(message.question)
 
     def _run_answer(self, question: str) -> None:
+        assert self._retriever is not None  # handed over with the assistant
+        self._retriever.begin_question()
         self._answer_cancel = threading.Event()
         self._set_status(state="answering")
         self._answer_worker(question, self.thread_id, self._answer_cancel)
@@ -297,8 +321,9 @@ class CodeqaApp(App[None]):
     async def on_answer_finished(self, message: AnswerFinished) -> None:
         answer = message.answer
         if self._answer_view is not None:
-            await self._answer_view.finish(answer.text)
-        self.chat.show_evidence(answer)
+            await self._answer_view.finish(_shown_text(answer))
+        assert self._retriever is not None
+        self.chat.show_evidence(answer, self._retriever.search_scores)
         if answer.notes and not message.cancelled:
             self.notify(" ".join(answer.notes), title="About this answer", timeout=8)
         self._answer_done()
@@ -316,6 +341,9 @@ class CodeqaApp(App[None]):
     def _answer_done(self) -> None:
         self._answer_cancel = None
         self._answer_view = None
+        if self._next_index is not None:
+            index, self._next_index = self._next_index, None
+            self._serve(index)
         self._set_status(state="embedding in background" if self._indexing else "ready")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -342,14 +370,19 @@ class CodeqaApp(App[None]):
     # ---- navigation -------------------------------------------------------------------
 
     def on_citation_list_opened(self, message: CitationList.Opened) -> None:
-        self._open_viewer(message.citations, message.index)
+        self._open_viewer(message.citation)
 
     def on_sources_panel_opened(self, message: SourcesPanel.Opened) -> None:
-        self._open_viewer(message.citations, message.index)
+        self._open_viewer(message.location)
 
-    def _open_viewer(self, citations: list, index: int) -> None:
+    def _open_viewer(self, opened: Citation) -> None:
+        """Show `opened`; `n` / `p` there step through the answer's citations."""
         root = self.index.repo_root if self.index is not None else Path(self.config.repo)
-        self.push_screen(CodeViewerScreen(root, citations, index))
+        citations = self.chat.query_one(CitationList).citations
+        # Back from the code, the next thing typed is most likely a question.
+        self.push_screen(
+            CodeViewerScreen(root, citations, opened), lambda _: self.chat.focus_question()
+        )
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -360,3 +393,25 @@ class CodeqaApp(App[None]):
         if self._answer_cancel is not None:
             self._answer_cancel.set()
         self.exit()
+
+
+# Shown in place of the agent's paragraph on offline answers, which would fill most
+# of an 80x24 terminal on every answer; the help screen (F1) explains offline mode.
+OFFLINE_NOTE = "_Offline: code locations only (F1)._"
+
+
+def _shown_text(answer: Answer) -> str:
+    """The answer as the conversation shows it: the offline notice cut to one line."""
+    if answer.model is None:
+        return answer.text.replace(NO_MODEL_NOTICE, OFFLINE_NOTE, 1)
+    return answer.text
+
+
+def _reindex_summary(report: IndexReport) -> str:
+    """What a re-index the user asked for found, including that nothing changed."""
+    if not report.files_changed and not report.files_removed:
+        return f"nothing changed since the last index ({report.files_seen:,} files checked)"
+    parts = [f"{report.files_changed:,} files changed"]
+    if report.files_removed:
+        parts.append(f"{report.files_removed:,} removed")
+    return ", ".join(parts) + f"; {report.chunks_total:,} chunks"

@@ -11,13 +11,16 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from codeqa.agent.answer import Answer
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import Index, IndexReport, ProgressCallback, ProgressEvent
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from codeqa.agent import Assistant
 
 T = TypeVar("T")
 
@@ -53,19 +56,34 @@ async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
 
 
 class LiveRetriever:
-    """The agent's view of the index: re-indexing swaps it without losing the conversation."""
+    """The agent's view of the index: re-indexing swaps it without losing the conversation.
+
+    It also notes each chunk's search score for the question being answered: the
+    agent re-ranks its evidence on a scale of its own, and the evidence pane shows
+    the score `codeqa search` prints instead.
+    """
 
     def __init__(self, index: Index) -> None:
         self.index = index
+        self.search_scores: dict[str, float] = {}  # chunk id -> best score this question
 
     @property
     def repo_root(self) -> Path:
         return self.index.repo_root
 
+    def begin_question(self) -> None:
+        """Forget the previous question's scores (called before the answer's thread starts)."""
+        self.search_scores = {}
+
     def search(
         self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10
     ) -> list[SearchHit]:
-        return self.index.search(query, mode, limit)
+        hits = self.index.search(query, mode, limit)
+        scores = self.search_scores
+        for hit in hits:
+            key = hit.chunk.chunk_id
+            scores[key] = max(scores.get(key, hit.score), hit.score)
+        return hits
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self.index.find_symbol(name, limit)
@@ -112,16 +130,26 @@ class IndexProgressed(Message):
 
 
 class IndexReady(Message):
-    """The index is searchable (keyword search at least) and the assistant is ready."""
+    """The index is searchable (keyword search at least).
+
+    `assistant` is set on the first indexing only: the worker builds it (its imports
+    take seconds) over a retriever on `index`; later re-indexes hand over just the index.
+    """
 
     def __init__(
-        self, index: Index, report: IndexReport, retriever: LiveRetriever, notice: str | None
+        self,
+        index: Index,
+        report: IndexReport,
+        notice: str | None,
+        assistant: Assistant | None = None,
+        retriever: LiveRetriever | None = None,
     ) -> None:
         super().__init__()
         self.index = index
         self.report = report
-        self.retriever = retriever
         self.notice = notice
+        self.assistant = assistant
+        self.retriever = retriever
         # Counted on the worker thread: on a large index they are queries worth not
         # running on the UI thread.
         self.chunks = index.chunk_count

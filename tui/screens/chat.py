@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from codeqa.agent.answer import Answer
 from codeqa.tui.widgets import (
     AnswerMessage,
@@ -11,6 +13,7 @@ from codeqa.tui.widgets import (
     SourcesPanel,
     StatusBar,
 )
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -20,12 +23,13 @@ from textual.widgets import Footer, Input
 
 
 class ChatScreen(Screen[None]):
+    # No single-character keys: whatever pane has the focus, a letter is part of a
+    # question being typed (see `on_key`), never a command. Quitting is ctrl+c.
     BINDINGS = [
         Binding("escape", "app.cancel_answer", "Cancel answer"),
-        Binding("f1,question_mark", "app.help", "Help", key_display="F1"),
+        Binding("f1", "app.help", "Help", key_display="F1"),
         Binding("ctrl+n", "app.new_chat", "New chat"),
         Binding("ctrl+r", "app.reindex", "Re-index"),
-        Binding("q", "app.quit", "Quit"),
     ]
 
     class Ready(Message):
@@ -42,7 +46,13 @@ class ChatScreen(Screen[None]):
         with Horizontal(id="panes"):
             with Vertical(id="chat-column"):
                 yield Conversation(id="conversation")
-                yield Input(placeholder="Ask about this repository… (enter)", id="question")
+                # Not selected on focus: a letter typed in another pane moves the focus
+                # here and must add to the question, not replace it.
+                yield Input(
+                    placeholder="Ask about this repository… (enter)",
+                    id="question",
+                    select_on_focus=False,
+                )
             with Vertical(id="side-column"):
                 yield CitationList(id="citations")
                 yield SourcesPanel(id="sources")
@@ -55,8 +65,21 @@ class ChatScreen(Screen[None]):
         self.query_one("#citations").border_title = "Citations"
         self.query_one("#sources").border_title = "Evidence"
         self.query_one("#index-progress").display = False
-        self.query_one("#question", Input).focus()
+        self.focus_question()
         self.post_message(self.Ready())
+
+    def focus_question(self) -> None:
+        self.query_one("#question", Input).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """A character typed in another pane goes to the question box, which takes the focus."""
+        question = self.query_one("#question", Input)
+        if self.focused is question or not event.is_printable or event.character is None:
+            return
+        event.stop()
+        event.prevent_default()
+        question.focus()
+        question.insert_text_at_cursor(event.character)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         question = event.value.strip()
@@ -68,11 +91,12 @@ class ChatScreen(Screen[None]):
     async def begin_answer(self, question: str) -> AnswerMessage:
         return await self.query_one(Conversation).add_question(question)
 
-    def show_evidence(self, answer: Answer) -> None:
+    def show_evidence(self, answer: Answer, scores: Mapping[str, float]) -> None:
+        """The answer's citations and evidence; `scores` are the evidence's search scores."""
         self.query_one(CitationList).show(answer.citations)
-        self.query_one(SourcesPanel).show(answer.sources)
+        self.query_one(SourcesPanel).show(answer.sources, scores)
 
     async def clear_conversation(self) -> None:
         await self.query_one(Conversation).clear()
         self.query_one(CitationList).show([])
-        self.query_one(SourcesPanel).show([])
+        self.query_one(SourcesPanel).show([], {})

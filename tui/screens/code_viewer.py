@@ -9,6 +9,7 @@ from codeqa.agent.answer import Citation
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.tui.editor import editor_command
 from codeqa.tui.widgets.code_view import CodeView
+from codeqa.tui.widgets.location_text import fit_location
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.screen import Screen
@@ -16,23 +17,23 @@ from textual.widgets import Footer, Label
 
 
 class CodeViewerScreen(Screen[None]):
+    """Shows `opened` (a citation, or an evidence row); `n` / `p` step through `citations`."""
+
     BINDINGS = [
-        Binding("escape,q", "app.pop_screen", "Back"),
+        Binding("escape,q", "dismiss", "Back"),
         Binding("n", "step(1)", "Next citation"),
         Binding("p", "step(-1)", "Previous citation"),
         Binding("e", "open_editor", "Open in $EDITOR"),
     ]
 
-    def __init__(self, repo_root: Path, citations: list[Citation], index: int = 0) -> None:
+    def __init__(self, repo_root: Path, citations: list[Citation], opened: Citation) -> None:
         super().__init__()
         self.repo_root = repo_root
         self.citations = citations
-        self.position = index
+        self.citation = opened
+        # None: `opened` is evidence the answer does not cite; `n` then starts at the first.
+        self.position: int | None = citations.index(opened) if opened in citations else None
         self._loaded_path: str | None = None
-
-    @property
-    def citation(self) -> Citation:
-        return self.citations[self.position]
 
     def compose(self) -> ComposeResult:
         yield Label("", id="viewer-title")
@@ -59,17 +60,30 @@ class CodeViewerScreen(Screen[None]):
                 self._loaded_path = citation.path
         else:
             view.mark((citation.start_line, citation.end_line))
-        count = f"  ({self.position + 1}/{len(self.citations)})" if len(self.citations) > 1 else ""
-        self.query_one("#viewer-title", Label).update(f" {citation}{count}")
+        if self.position is None:
+            count = "  (evidence)"
+        else:
+            count = f"  ({self.position + 1}/{len(self.citations)})"
+        location = fit_location(
+            citation.path,
+            citation.start_line,
+            citation.end_line,
+            self.app.size.width - len(count) - 1,
+        )
+        self.query_one("#viewer-title", Label).update(f" {location}{count}")
 
     def on_code_view_cursor_moved(self, event: CodeView.CursorMoved) -> None:
         view = self.query_one(CodeView)
         self.query_one("#viewer-cursor", Label).update(f" line {event.line} of {view.line_count}")
 
     def action_step(self, delta: int) -> None:
-        if len(self.citations) < 2:
+        if not self.citations or (self.position is not None and len(self.citations) < 2):
             return
-        self.position = (self.position + delta) % len(self.citations)
+        if self.position is None:
+            self.position = 0 if delta > 0 else len(self.citations) - 1
+        else:
+            self.position = (self.position + delta) % len(self.citations)
+        self.citation = self.citations[self.position]
         self.show_citation()
 
     def action_open_editor(self) -> None:

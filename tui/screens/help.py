@@ -18,24 +18,32 @@ Ask about the repository; every answer cites `file:start-end`.
 - `escape` cancel the answer being written
 - `tab` / `shift+tab` move between question, conversation, citations and evidence
 - `↑` `↓` `enter` or a click: open a citation in the code viewer (evidence rows: click twice)
+- typing in any pane writes into the question box: letters are never commands here
 - `ctrl+n` new conversation (earlier questions are forgotten)
 - `ctrl+r` re-index the repository (picks up changed files)
-- `f1` or `?` this help
-- `q` (outside the question box) or `ctrl+c` quit
+- `f1` this help
+- `ctrl+c` quit
 
 ## Code viewer
 - `↑` `↓` `pgup` `pgdn` `home` `end` move; a click puts the cursor on a line
-- `n` / `p` next / previous citation
+- `n` / `p` next / previous citation of the answer (also from an evidence row)
 - `e` open the file in `$EDITOR` at the cursor line
-- `escape` or `q` back to the chat
+- `escape` or `q` back to the question box
 
+## Offline mode
 Without `--model` (or `$CODEQA_MODEL`) answers are built offline from the
-retrieved code: the locations, without a written explanation.
+retrieved code: the locations, without a written explanation. For a written
+answer pass `--model` with any litellm model string (e.g. `openai/gpt-4o-mini`,
+`anthropic/claude-3-5-haiku-latest`, `ollama/llama3`).
+
+## Scores
+The evidence pane shows each chunk's search score, the fused (BM25 + vector)
+score `codeqa search` prints; `–` marks code found by name, path or grep.
 """
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,f1", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):

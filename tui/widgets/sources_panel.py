@@ -1,43 +1,84 @@
-"""The evidence behind the current answer: what retrieval found, with scores."""
+"""The evidence behind the current answer: what retrieval found, with its search scores."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from codeqa.agent.answer import Citation
 from codeqa.retrieval.records import SearchHit
+from codeqa.tui.widgets.location_text import fit_location
+from textual import events
 from textual.message import Message
 from textual.widgets import DataTable
 
+# The score as `codeqa search` prints it (the store's fused score, four decimals), so the
+# same chunk shows the same number in both; "–" marks a hit found by name, path or grep.
+SCORE_FORMAT = "{:.4f}"
+NO_SCORE = "–"
+# Columns before the location: rank ("#", up to two digits) and score ("0.0328").
+_RANK_WIDTH = 2
+_SCORE_WIDTH = 6
+
 
 class SourcesPanel(DataTable):
-    """One row per retrieved chunk: location, symbol, score; enter opens it."""
+    """One row per retrieved chunk: rank, score, location, symbol; enter opens it.
+
+    The location is fitted to the pane so its line range always shows; the symbol
+    comes last and is seen only where the pane has room for it.
+    """
 
     class Opened(Message):
-        def __init__(self, citations: list[Citation], index: int) -> None:
+        """The user chose the evidence at `location`."""
+
+        def __init__(self, location: Citation) -> None:
             super().__init__()
-            self.citations = citations
-            self.index = index
+            self.location = location
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self._locations: list[Citation] = []
+        self._hits: list[SearchHit] = []
+        self._scores: Mapping[str, float] = {}
 
     def on_mount(self) -> None:
-        # Score before the long columns, so a narrow pane still shows it.
-        self.add_column("#", key="rank")
-        self.add_column("score", key="score")
+        self.add_column("#", key="rank", width=_RANK_WIDTH)
+        self.add_column("score", key="score", width=_SCORE_WIDTH)
         self.add_column("location", key="location")
         self.add_column("symbol", key="symbol")
 
-    def show(self, sources: list[SearchHit]) -> None:
-        self.clear()
-        self._locations = [
-            Citation(hit.chunk.path, hit.chunk.start_line, hit.chunk.end_line) for hit in sources
-        ]
-        for rank, hit in enumerate(sources, start=1):
-            self.add_row(str(rank), f"{hit.score:.3f}", hit.chunk.location, hit.chunk.symbol or "")
+    def show(self, sources: list[SearchHit], scores: Mapping[str, float]) -> None:
+        """List `sources` in rank order; `scores` are their search scores by chunk id."""
+        self._hits = list(sources)
+        self._scores = dict(scores)
+        self._render_rows()
         self.border_subtitle = str(len(sources)) if sources else ""
+
+    def _render_rows(self) -> None:
+        self.clear()
+        # Each column is padded by `cell_padding` on both sides; the vertical scrollbar
+        # takes its columns when the rows (and the header) outgrow the pane.
+        fixed = _RANK_WIDTH + _SCORE_WIDTH + 6 * self.cell_padding
+        width = self.content_region.width
+        if len(self._hits) + 1 > self.content_region.height:
+            width -= self.styles.scrollbar_size_vertical
+        room = max(width - fixed, 12)
+        for rank, hit in enumerate(self._hits, start=1):
+            chunk = hit.chunk
+            score = self._scores.get(chunk.chunk_id)
+            self.add_row(
+                str(rank),
+                NO_SCORE if score is None else SCORE_FORMAT.format(score),
+                fit_location(chunk.path, chunk.start_line, chunk.end_line, room),
+                chunk.symbol or "",
+            )
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._hits:
+            row = self.cursor_row
+            self._render_rows()
+            self.move_cursor(row=row)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        if 0 <= event.cursor_row < len(self._locations):
-            self.post_message(self.Opened(self._locations, event.cursor_row))
+        if 0 <= event.cursor_row < len(self._hits):
+            chunk = self._hits[event.cursor_row].chunk
+            self.post_message(self.Opened(Citation(chunk.path, chunk.start_line, chunk.end_line)))

@@ -22,6 +22,9 @@ class SessionStatus:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+_SEPARATOR = " │ "
+
+
 class StatusBar(Widget):
     status: reactive[SessionStatus | None] = reactive(None)
 
@@ -29,24 +32,25 @@ class StatusBar(Widget):
         status = self.status
         if status is None:
             return Text("")
+        # The state first: it changes, and an 80-column terminal cuts the end off.
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" repo ", style="bold")
         text.append(status.repo)
-        text.append("  │  ")
+        text.append(_SEPARATOR)
+        text.append(status.state, style="italic")
+        text.append(_SEPARATOR)
         if status.model:
             text.append("model ", style="bold")
             text.append(status.model)
         else:
             text.append("offline mode", style="bold")
-        text.append("  │  ")
-        text.append("store ", style="bold")
-        text.append(status.store)
         if status.chunks is not None:
-            text.append("  │  ")
+            text.append(_SEPARATOR)
             text.append(f"{status.chunks:,} chunks")
         if status.vectors_filled is not None:
-            text.append("  │  ")
+            text.append(_SEPARATOR)
             text.append(f"vectors {status.vectors_filled:.0%}")
-        text.append("  │  ")
-        text.append(status.state, style="italic")
+        text.append(_SEPARATOR)
+        text.append("store ", style="bold")
+        text.append(status.store)
         return text
