@@ -40,8 +40,8 @@ class AgentSettings:
     # Earlier turns replayed to the model for follow-up questions.
     history_turns: int = 3
     # Tokens of the question kept (the rest is cut, with a note): the longest dev-set
-    # question (a 22,778-character SWE-bench issue, ~6k tokens) fits whole; a pasted
-    # 200k-character log does not, and would crowd the evidence out of the prompt.
+    # question (a 22,778-character SWE-bench issue, 4,184 cl100k tokens) fits whole with
+    # room to spare; a pasted 200k-character log does not, and would crowd out the evidence.
     question_tokens: int = 8000
     # The model's context window in tokens; None reads it from litellm's bundled model
     # map, else DEFAULT_CONTEXT_WINDOW. Every prompt is trimmed to fit before sending.
