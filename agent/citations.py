@@ -40,15 +40,19 @@ _DETACHED = (
 _SCHEME = r"(?:[A-Za-z][\w+.-]*://[^\s/`]*)?"
 # `path` may contain anything but a backtick inside backticks (so spaces are fine).
 _TICKED_PATH = r"`(?P<path>" + _SCHEME + r"[^`\n:#]+?)"
-# Bare paths need a directory or an extension so times ("12:30") are not citations.
+# Bare paths need a directory or an extension so times ("12:30") are not citations;
+# Windows spellings ("C:\\x\\y.py", "pkg\\mod.py") are paths too.
 _BARE_PATH = (
-    r"(?P<path>" + _SCHEME + r"/?(?:[\w.@+~-]+/)+[\w.@+~-]+"
+    r"(?P<path>" + _SCHEME + r"(?:[A-Za-z]:)?[/\\]?(?:[\w.@+~-]+[/\\])+[\w.@+~-]+"
     r"|[\w@+~-][\w.@+~-]*\.[A-Za-z0-9_]*[A-Za-z][A-Za-z0-9_]*)"
 )
 _BARE_START = r"(?<![\w/.:`@~\\-])"
 # In order of precedence: a match never overlaps an earlier (more specific) one.
 _FORMS: tuple[tuple[re.Pattern[str], bool], ...] = (
-    (re.compile(_TICKED_PATH + _ATTACHED + r"`"), True),  # `p:12-40`
+    *(
+        (re.compile(_TICKED_PATH + lines + r"`"), True)  # `p:12-40`, `p (L12-L40)`, `p @ 12`
+        for lines in (_ATTACHED, *_DETACHED)
+    ),
     *(
         (re.compile(r"`(?P<path>[^`\n]+?)`" + lines), True)  # `p`:12, `p` (L1-L5), `p`, line 3
         for lines in (_ATTACHED, *_DETACHED)

@@ -174,7 +174,11 @@ FILES_WITH_PASSWD = {"etc/passwd": 9, "pkg/mod.py": 50}
         "/etc/passwd:\u200b1",
         "../../etc/passwd:1-5",
         "`../../etc/passwd`, lines 1-5",
+        "`/etc/passwd (L1-L5)`",
+        "`/etc/passwd @ 1-5`",
         "~/etc/passwd:1",
+        "C:\\Windows\\etc\\passwd:1",
+        "C:/etc/passwd:1",
         "https://example.com/etc/passwd#L1-L5",
         "/home/me/other/etc/passwd:1",
         "/home/me/repo/../other/etc/passwd:1",
@@ -212,6 +216,7 @@ def test_dotdot_path_is_not_repointed_to_the_repositorys_own_file_with_that_suff
         ("`pkg/mod.py`:12", "`pkg/mod.py:12`"),
         ("`pkg/mod.py` (L12-L14)", "`pkg/mod.py:12-14`"),
         ("pkg/mod.py (L12-L14)", "pkg/mod.py:12-14"),
+        ("`pkg/mod.py (L12-L14)`", "`pkg/mod.py:12-14`"),
         ("pkg/mod.py @ 12-14", "pkg/mod.py:12-14"),
         ("pkg/mod.py#L12-L14", "pkg/mod.py:12-14"),
         ("pkg/mod.py\uff1a12", "pkg/mod.py:12"),
@@ -221,6 +226,7 @@ def test_dotdot_path_is_not_repointed_to_the_repositorys_own_file_with_that_suff
         ("file:///home/me/repo/pkg/mod.py:12", "pkg/mod.py:12"),
         ("/home/me/repo/pkg/mod.py @ 12", "pkg/mod.py:12"),
         ("pkg/../pkg/mod.py:12", "pkg/mod.py:12"),
+        ("pkg\\mod.py:12", "pkg/mod.py:12"),
     ],
 )
 def test_new_spellings_of_an_in_repo_citation_are_recognised_and_verified(written, kept):
