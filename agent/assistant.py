@@ -11,6 +11,7 @@ from codeqa.agent.errors import EmptyQuestion
 from codeqa.agent.graph import build_graph
 from codeqa.agent.llm import LLMClient
 from codeqa.agent.nodes import AgentContext
+from codeqa.agent.prompts import QUESTION_CUT_NOTE
 from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import CHECKPOINT_TYPES, fresh_turn
@@ -45,6 +46,10 @@ class Assistant:
     def count_tokens(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
 
+    def cut_tokens(self, text: str, tokens: int) -> str:
+        """The first `tokens` tokens of `text`."""
+        return self._encoding.decode(self._encoding.encode(text, disallowed_special=())[:tokens])
+
     def ask(
         self,
         question: str,
@@ -57,17 +62,19 @@ class Assistant:
         if not question.strip():
             raise EmptyQuestion("the question is empty")
         started = time.perf_counter()
+        question, notes = self._capped(question.strip())
         context = AgentContext(
             retriever=self.retriever,
             tools=RepoTools(self.retriever),
             settings=self.settings,
             llm=self._llm,
             count_tokens=self.count_tokens,
+            cut_tokens=self.cut_tokens,
             on_token=on_token,
             cancel=cancel,
         )
         state = self._graph.invoke(
-            fresh_turn(question.strip()),
+            fresh_turn(question),
             config={"configurable": {"thread_id": thread_id}},
             context=context,
         )
@@ -79,5 +86,14 @@ class Assistant:
             model=self.settings.model,
             usage=state.get("usage") or Usage(),
             seconds=time.perf_counter() - started,
-            notes=state["notes"],
+            notes=notes + state["notes"],
         )
+
+    def _capped(self, question: str) -> tuple[str, list[str]]:
+        """The question within `question_tokens` (planner and answer both carry it), and a note."""
+        limit = self.settings.question_tokens
+        tokens = self.count_tokens(question)
+        if tokens <= limit:
+            return question, []
+        note = f"{QUESTION_CUT_NOTE} to its first {limit:,} of {tokens:,} tokens."
+        return self.cut_tokens(question, limit), [note]

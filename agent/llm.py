@@ -11,7 +11,7 @@ from typing import Any
 
 from codeqa.agent.answer import Usage
 from codeqa.agent.errors import LLMError, LLMRateLimited, LLMUnavailable
-from codeqa.agent.settings import AgentSettings
+from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW, AgentSettings
 from codeqa.retrieval.offline import prepare_offline_environment
 
 Message = dict[str, str]
@@ -90,6 +90,22 @@ class LLMClient:
                 raise
             attempts = retrying.statistics.get("attempt_number", 1)
             raise _as_codeqa_error(litellm, self.model, error, attempts) from error
+
+    def context_window(self) -> int:
+        """Input tokens the model accepts: the setting, else litellm's model map, else a default."""
+        if self._settings.context_window:
+            return self._settings.context_window
+        litellm = load_litellm()
+        try:
+            info = litellm.get_model_info(self.model)
+        except Exception:  # litellm raises for a model its map does not list
+            return DEFAULT_CONTEXT_WINDOW
+        return int(info.get("max_input_tokens") or info.get("max_tokens") or DEFAULT_CONTEXT_WINDOW)
+
+    def prompt_budget(self) -> int:
+        """Tokens (tiktoken) a prompt may use: a share of the window, less room for the answer."""
+        share = int(self.context_window() * self._settings.prompt_window_share)
+        return share - self._settings.max_answer_tokens
 
     def check(self, litellm: ModuleType | None = None) -> None:
         """Fail fast, in one line, for an unknown provider or a missing API key."""

@@ -12,11 +12,19 @@ from codeqa.agent.evidence import TokenCounter, build_evidence
 from codeqa.agent.llm import LLMClient, TokenCallback
 from codeqa.agent.offline import offline_draft
 from codeqa.agent.planner import key_phrase, plan_offline, plan_with_model
-from codeqa.agent.prompts import SEARCH_REQUEST_PREFIX, answer_messages, parse_search_request
+from codeqa.agent.prompts import (
+    SEARCH_REQUEST_PREFIX,
+    TokenCutter,
+    answer_messages,
+    fit_prompt,
+    parse_search_request,
+    planner_messages,
+)
 from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import AgentState, Query, QueryKind, Turn
 from codeqa.agent.tools import RepoTools
+from codeqa.retrieval.query import cap_query
 from codeqa.retrieval.records import SearchHit
 from codeqa.retrieval.store import RRF_K
 from langgraph.runtime import Runtime
@@ -42,6 +50,7 @@ class AgentContext:
     settings: AgentSettings
     llm: LLMClient | None
     count_tokens: TokenCounter
+    cut_tokens: TokenCutter
     on_token: TokenCallback | None = None
     cancel: threading.Event | None = None
 
@@ -52,7 +61,16 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     limit = context.settings.max_queries
     if context.llm is None:
         return {"queries": plan_offline(state["question"], history, limit)}
-    queries, usage = plan_with_model(context.llm, state["question"], history, limit)
+    fitted = fit_prompt(
+        lambda question, _evidence, turns: planner_messages(question, turns),
+        state["question"],
+        [],
+        history,
+        context.llm.prompt_budget(),
+        context.count_tokens,
+        context.cut_tokens,
+    )
+    queries, usage = plan_with_model(context.llm, fitted.question, fitted.history, limit)
     return {"queries": queries, "usage": _added(state.get("usage", Usage()), usage)}
 
 
@@ -97,12 +115,16 @@ def draft(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
             context.on_token(text)
         return {"draft": text}
     may_ask = state.get("round", 1) < settings.max_rounds
-    messages = answer_messages(
+    fitted = fit_prompt(
+        lambda question, evidence, turns: answer_messages(question, evidence, turns, may_ask),
         state["question"],
         state.get("evidence", []),
         state.get("history", [])[-settings.history_turns :],
-        may_ask,
+        context.llm.prompt_budget(),
+        context.count_tokens,
+        context.cut_tokens,
     )
+    messages = answer_messages(fitted.question, fitted.evidence, fitted.history, may_ask)
     gate = _SearchRequestGate(context.on_token) if may_ask else None
     on_token = gate if gate is not None else context.on_token
     completion = context.llm.complete(messages, on_token=on_token, cancel=context.cancel)
@@ -110,9 +132,11 @@ def draft(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         gate.finish()
     usage = _added(state.get("usage", Usage()), completion.usage)
     requested = parse_search_request(completion.text) if may_ask else None
+    # "evidence" becomes what this draft was shown, so only those lines may be cited.
+    shown = {"evidence": fitted.evidence, "notes": fitted.notes, "usage": usage}
     if requested is not None and not completion.cancelled:
-        return {"draft": "", "requested": requested, "usage": usage}
-    return {"draft": completion.text, "usage": usage, "cancelled": completion.cancelled}
+        return {"draft": "", "requested": requested, **shown}
+    return {"draft": completion.text, "cancelled": completion.cancelled, **shown}
 
 
 def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
@@ -136,7 +160,7 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         str(context.tools.repo_root),
     )
     text = checked.text.strip() or "The model returned an empty answer."
-    notes = list(checked.notes)
+    notes = state.get("notes", []) + checked.notes
     if checked.repaired or checked.removed:
         text += (
             f"\n\n_Citation check: {checked.repaired} corrected, {checked.removed} removed "
@@ -174,7 +198,8 @@ def fuse(ranked_lists: Sequence[tuple[float, Sequence[SearchHit]]]) -> list[Sear
 def _run(query: Query, context: AgentContext) -> list[SearchHit]:
     settings = context.settings
     if query.kind is QueryKind.SEARCH:
-        return context.retriever.search(query.text, settings.search_mode, settings.hits_per_query)
+        text = cap_query(query.text)
+        return context.retriever.search(text, settings.search_mode, settings.hits_per_query)
     if query.kind is QueryKind.SYMBOL:
         found = context.tools.find_symbol(query.text, settings.hits_per_query)
         if not found and "." in query.text:

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from codeqa.agent.evidence import Excerpt
+from codeqa.agent.errors import LLMError
+from codeqa.agent.evidence import Excerpt, TokenCounter
 from codeqa.agent.llm import Message
 
 if TYPE_CHECKING:
     from codeqa.agent.state import Turn
 
 SEARCH_REQUEST_PREFIX = "SEARCH:"
+# Tokens a chat API adds around each message (role and separators; OpenAI counts 3-4).
+MESSAGE_OVERHEAD_TOKENS = 4
+# Most of the prompt budget the question may take: a long question (a pasted issue) on a
+# small-window model would otherwise push every excerpt out, leaving nothing to cite.
+QUESTION_SHARE = 0.5
+# How every note about a cut question begins, so an interface can show it prominently.
+QUESTION_CUT_NOTE = "The question was cut"
+
+TokenCutter = Callable[[str, int], str]  # the text cut to its first n tokens
+PromptBuilder = Callable[[str, Sequence[Excerpt], Sequence["Turn"]], list[Message]]
 
 ANSWER_RULES = """You answer questions about a code repository using only the code excerpts \
 shown to you.
@@ -70,3 +82,79 @@ def parse_search_request(reply: str) -> list[str] | None:
     rest = text[len(SEARCH_REQUEST_PREFIX) :].strip()
     body = rest.splitlines()[0] if rest else ""
     return [part.strip() for part in body.split(";") if part.strip()]
+
+
+def prompt_tokens(messages: Sequence[Message], count_tokens: TokenCounter) -> int:
+    """Tokens `messages` take in a model's input, counted with tiktoken."""
+    return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+@dataclass(frozen=True, slots=True)
+class FittedPrompt:
+    """What of the question, evidence and history goes to the model, and what was left out."""
+
+    question: str
+    evidence: list[Excerpt]
+    history: list[Turn]
+    notes: list[str]
+
+
+def fit_prompt(
+    build: PromptBuilder,
+    question: str,
+    evidence: Sequence[Excerpt],
+    history: Sequence[Turn],
+    budget_tokens: int,
+    count_tokens: TokenCounter,
+    cut_tokens: TokenCutter,
+) -> FittedPrompt:
+    """Trim the parts until `build`'s messages fit `budget_tokens`, least loss first.
+
+    A question longer than QUESTION_SHARE of the budget is cut to it first. Then whole
+    excerpts go, lowest-ranked first (a half excerpt still costs its label and can
+    mislead); then the oldest turns of the conversation; then more of the question.
+    A prompt that cannot fit even so is an error: it must never reach the model.
+    """
+    kept = list(evidence)
+    turns = list(history)
+    notes: list[str] = []
+    share = int(budget_tokens * QUESTION_SHARE)
+    cut_question = count_tokens(question) > share
+    if cut_question:
+        question = cut_tokens(question, share)
+
+    def size(asked: str) -> int:
+        return prompt_tokens(build(asked, kept, turns), count_tokens)
+
+    while kept and size(question) > budget_tokens:
+        del kept[max(range(len(kept)), key=lambda i: (kept[i].rank, i))]
+    if len(kept) < len(evidence):
+        notes.append(
+            f"Left out {len(evidence) - len(kept)} of {len(evidence)} code excerpts "
+            f"(the lowest-ranked) to fit the model's context window."
+        )
+    while turns and size(question) > budget_tokens:
+        turns.pop(0)
+    if len(turns) < len(history):
+        notes.append(
+            f"Left out the {len(history) - len(turns)} oldest turns of the conversation "
+            "to fit the model's context window."
+        )
+    over = size(question) - budget_tokens
+    if over > 0:
+        keep = count_tokens(question) - over
+        while keep > 0 and size(cut_tokens(question, keep)) > budget_tokens:
+            keep -= MESSAGE_OVERHEAD_TOKENS  # token boundaries can shift where the cut lands
+        if keep <= 0:
+            raise LLMError(
+                f"the model's context window leaves no room for the question ({budget_tokens} "
+                "tokens for the prompt); choose a model with a larger window"
+            )
+        question = cut_tokens(question, keep)
+        cut_question = True
+    if cut_question:
+        notes.append(
+            f"{QUESTION_CUT_NOTE} to its first {count_tokens(question):,} tokens "
+            "to fit the model's context window."
+        )
+    return FittedPrompt(question, kept, turns, notes)

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from codeqa.retrieval.records import SearchMode
 
 MODEL_ENV_VAR = "CODEQA_MODEL"
+# The model's context window when litellm's bundled model map does not know it (local
+# and custom models): small enough for the common 8k local models to accept every prompt.
+DEFAULT_CONTEXT_WINDOW = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,16 @@ class AgentSettings:
     offline_locations: int = 6
     # Earlier turns replayed to the model for follow-up questions.
     history_turns: int = 3
+    # Tokens of the question kept (the rest is cut, with a note): the longest dev-set
+    # question (a 22,778-character SWE-bench issue, 4,184 cl100k tokens) fits whole with
+    # room to spare; a pasted 200k-character log does not, and would crowd out the evidence.
+    question_tokens: int = 8000
+    # The model's context window in tokens; None reads it from litellm's bundled model
+    # map, else DEFAULT_CONTEXT_WINDOW. Every prompt is trimmed to fit before sending.
+    context_window: int | None = None
+    # Share of the window the prompt may fill: prompts are counted with tiktoken, and
+    # other model families' tokenizers count the same text up to ~10% longer.
+    prompt_window_share: float = 0.9
     # Retries for rate limits, timeouts and 5xx: exponential backoff from
     # `retry_initial_seconds`, capped at `retry_max_seconds`.
     retries: int = 4

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 # The embedder truncates its input; prose past this many characters is never read.
 EMBEDDING_QUERY_MAX_CHARS = 600
+# Longest query searched; the rest is cut. The longest dev-set question (a SWE-bench issue)
+# is 22,778 characters, so real questions are never cut; a pasted megabyte would cost
+# seconds and hundreds of MB in query analysis and BM25 for no better result.
+MAX_QUERY_CHARS = 32_000
 # Names shorter than this are too generic to point at one definition ("id", "qs").
 MIN_SYMBOL_CHARS = 3
 
@@ -110,6 +114,11 @@ class QueryAnalysis:
             names.add(lowered)
             names.update(p for p in lowered.split(".") if len(p) >= MIN_SYMBOL_CHARS)
         return frozenset(names - _NOT_SYMBOLS)
+
+
+def cap_query(text: str) -> str:
+    """`text` cut to MAX_QUERY_CHARS: every caller of Index.search passes its query through this."""
+    return text[:MAX_QUERY_CHARS]
 
 
 def analyze_query(text: str) -> QueryAnalysis:

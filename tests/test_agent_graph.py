@@ -10,6 +10,8 @@ from pathlib import Path
 import litellm
 import pytest
 from codeqa.agent import AgentSettings, Assistant, LLMError, LLMRateLimited, LLMUnavailable
+from codeqa.agent.prompts import prompt_tokens
+from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW
 from codeqa.agent.tools import split_lines
 from litellm import CustomLLM
 from litellm.types.utils import GenericStreamingChunk
@@ -264,3 +266,64 @@ def test_secrets_never_reach_the_model(retriever, scripted, json_repo):
     evidence = model.calls[-1][-1]["content"].rsplit("\n\nQuestion:", 1)[0]
     assert value not in evidence and f"{name}=" not in evidence
     assert ".env" not in [label[0] for label in shown_labels(model.calls[-1])]
+
+
+def prompt_size(messages: list[dict], assistant: Assistant) -> int:
+    return prompt_tokens(messages, assistant.count_tokens)
+
+
+def test_question_of_200k_characters_is_cut_before_it_reaches_the_model(retriever, scripted):
+    model = scripted(PLAN, cite_first_shown)
+    pasted = " ".join(f"frame{n} scanner decode failed" for n in range(7000))
+    question = f"Why does `py_make_scanner` fail? {pasted}"[:200_000]
+    assistant = Assistant(retriever, settings())
+    answer = assistant.ask(question)
+    assert len(model.calls) == 2  # planner and answer: each carries the cut question once
+    budget = int(DEFAULT_CONTEXT_WINDOW * assistant.settings.prompt_window_share)
+    for messages in model.calls:
+        assert prompt_size(messages, assistant) <= budget - assistant.settings.max_answer_tokens
+        assert all(question not in m["content"] for m in messages)
+        sent = messages[-1]["content"].rsplit("Question: ", 1)[-1]
+        assert assistant.count_tokens(sent) <= assistant.settings.question_tokens
+    assert any("question was cut" in note for note in answer.notes), answer.notes
+    assert answer.citations
+
+
+@pytest.fixture
+def small_window(monkeypatch):
+    """The scripted model declared in litellm's model map with a 3,000-token input window."""
+    entry = {"max_input_tokens": 3000, "litellm_provider": "scripted", "mode": "chat"}
+    monkeypatch.setitem(litellm.model_cost, "scripted/small", entry)
+    return settings(model="scripted/small")
+
+
+def test_prompt_larger_than_the_models_window_is_trimmed_before_sending(
+    retriever, scripted, small_window
+):
+    model = scripted(PLAN, cite_first_shown)
+    assistant = Assistant(retriever, small_window)
+    answer = assistant.ask("What does `py_make_scanner` do?")
+    budget = int(3000 * small_window.prompt_window_share) - small_window.max_answer_tokens
+    for messages in model.calls:
+        assert prompt_size(messages, assistant) <= budget
+    assert any("Left out" in note and "code excerpts" in note for note in answer.notes)
+    shown = shown_labels(model.calls[-1])
+    assert shown  # the best excerpts still went
+    for citation in answer.citations:
+        assert any(p == citation.path and s <= citation.start_line for p, s, _ in shown)
+
+
+def test_declared_context_window_setting_bounds_the_prompt_too(retriever, scripted):
+    model = scripted(PLAN, cite_first_shown)
+    assistant = Assistant(retriever, settings(context_window=2500))
+    answer = assistant.ask("What does `py_make_scanner` do?")
+    budget = int(2500 * assistant.settings.prompt_window_share) - 1024
+    assert all(prompt_size(messages, assistant) <= budget for messages in model.calls)
+    assert any("context window" in note for note in answer.notes)
+
+
+def test_window_too_small_for_any_question_is_one_clear_error(retriever, scripted):
+    model = scripted(PLAN, "unused")
+    with pytest.raises(LLMError, match="context window"):
+        Assistant(retriever, settings(context_window=1200)).ask("What does `scanner` do?")
+    assert model.calls == []

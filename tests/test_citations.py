@@ -149,3 +149,111 @@ def test_path_with_spaces_is_verified_like_any_other():
     result = verify_citations(f"Install first (`{path}:3-4`).", [(path, 1, 9)], lines_of({path: 9}))
     assert result.citations == [Citation(path, 3, 4)]
     assert result.text == f"Install first (`{path}:3-4`)."
+
+
+# A repository that has its own etc/passwd, so a suffix match would find "the same file".
+REPO = "/home/me/repo"
+SHOWN_WITH_PASSWD = [("etc/passwd", 1, 9), ("pkg/mod.py", 10, 20)]
+FILES_WITH_PASSWD = {"etc/passwd": 9, "pkg/mod.py": 50}
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "file:///etc/passwd:1",
+        "`file:///etc/passwd:1`",
+        "file://localhost/etc/passwd:1-5",
+        "`/etc/passwd`:1",
+        "/etc/passwd (L1-L5)",
+        "/etc/passwd @ 1-5",
+        "/etc/passwd#L1-L5",
+        "/etc/passwd\uff1a1",  # full-width colon
+        "/etc/passwd:1\uff0d5",  # full-width hyphen-minus
+        "/etc/passwd:1\u22125",  # minus sign
+        "/etc/pass\u200bwd:1",  # zero-width space inside the name
+        "/etc/passwd:\u200b1",
+        "../../etc/passwd:1-5",
+        "`../../etc/passwd`, lines 1-5",
+        "`/etc/passwd (L1-L5)`",
+        "`/etc/passwd @ 1-5`",
+        "~/etc/passwd:1",
+        "C:\\Windows\\etc\\passwd:1",
+        "C:/etc/passwd:1",
+        "https://example.com/etc/passwd#L1-L5",
+        "/home/me/other/etc/passwd:1",
+        "/home/me/repo/../other/etc/passwd:1",
+    ],
+)
+def test_reference_outside_the_repository_is_removed_however_it_is_spelled(reference):
+    result = verify_citations(
+        f"The users are listed in {reference} for login.",
+        SHOWN_WITH_PASSWD,
+        lines_of(FILES_WITH_PASSWD),
+        repo_root=REPO,
+    )
+    assert result.citations == []
+    assert "passwd" not in result.text
+    assert result.text == "The users are listed in for login."
+    assert result.removed == 1 and result.repaired == 0
+    assert "pointed outside the repository" in result.notes[0]
+
+
+def test_dotdot_path_is_not_repointed_to_the_repositorys_own_file_with_that_suffix():
+    result = verify_citations(
+        "See ../../etc/passwd:1-5 and etc/passwd:2.",
+        SHOWN_WITH_PASSWD,
+        lines_of(FILES_WITH_PASSWD),
+        repo_root=REPO,
+    )
+    assert result.citations == [Citation("etc/passwd", 2, 2)]
+    assert result.text == "See and etc/passwd:2."
+    assert not any("Corrected" in note for note in result.notes)
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        ("`pkg/mod.py`:12", "`pkg/mod.py:12`"),
+        ("`pkg/mod.py` (L12-L14)", "`pkg/mod.py:12-14`"),
+        ("pkg/mod.py (L12-L14)", "pkg/mod.py:12-14"),
+        ("`pkg/mod.py (L12-L14)`", "`pkg/mod.py:12-14`"),
+        ("pkg/mod.py @ 12-14", "pkg/mod.py:12-14"),
+        ("pkg/mod.py#L12-L14", "pkg/mod.py:12-14"),
+        ("pkg/mod.py\uff1a12", "pkg/mod.py:12"),
+        ("pkg/mod.py:12\uff0d14", "pkg/mod.py:12-14"),
+        ("pkg/mod.py:12\u201014", "pkg/mod.py:12-14"),
+        ("pkg/mo\u200bd.py:12", "pkg/mod.py:12"),
+        ("file:///home/me/repo/pkg/mod.py:12", "pkg/mod.py:12"),
+        ("/home/me/repo/pkg/mod.py @ 12", "pkg/mod.py:12"),
+        ("pkg/../pkg/mod.py:12", "pkg/mod.py:12"),
+        ("pkg\\mod.py:12", "pkg/mod.py:12"),
+    ],
+)
+def test_new_spellings_of_an_in_repo_citation_are_recognised_and_verified(written, kept):
+    result = verify_citations(
+        f"Parsed in {written}.", [("pkg/mod.py", 10, 20)], lines_of({"pkg/mod.py": 50}), REPO
+    )
+    assert result.citations[0].path == "pkg/mod.py"
+    assert result.text == f"Parsed in {kept}."
+    assert result.removed == 0
+
+
+def test_look_alike_characters_outside_citations_are_left_as_written():
+    text = "Note\uff1a the zero\u200bwidth stays; see pkg/mod.py\uff1a12."
+    result = verify_citations(text, [("pkg/mod.py", 10, 20)], lines_of({"pkg/mod.py": 50}))
+    assert result.text == "Note\uff1a the zero\u200bwidth stays; see pkg/mod.py:12."
+
+
+def test_absolute_path_without_line_numbers_stays_prose_and_is_never_a_citation():
+    text = "It reads `/etc/passwd` and /etc/shadow at start-up."
+    result = verify_citations(text, SHOWN_WITH_PASSWD, lines_of(FILES_WITH_PASSWD), REPO)
+    assert result.text == text
+    assert result.citations == []
+
+
+def test_short_path_matching_two_shown_files_is_ambiguous_and_removed():
+    result = verify_citations(
+        "See mod.py:3.", [("a/mod.py", 1, 9), ("b/mod.py", 1, 9)], lines_of({"a/mod.py": 9})
+    )
+    assert result.citations == []
+    assert result.removed == 1

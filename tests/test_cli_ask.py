@@ -79,3 +79,18 @@ def test_ask_in_a_missing_repo_says_so(tmp_path, capsys):
     )
     assert code == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_question_of_200k_characters_is_cut_with_a_note_and_answered(
+    small_repo, index_dir, capsys, monkeypatch
+):
+    monkeypatch.delenv("CODEQA_MODEL", raising=False)
+    pasted = " ".join(f"scanner frame {n} failed to decode" for n in range(7000))
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"Why does py_make_scanner fail? {pasted}"))
+    code = main(["ask", "-", "--repo", str(small_repo), "--index-dir", str(index_dir), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    reply = json.loads(captured.out)
+    assert any(note.startswith("The question was cut") for note in reply["notes"])
+    assert captured.err.splitlines()[-1].startswith("codeqa: note: The question was cut")
+    assert reply["citations"]

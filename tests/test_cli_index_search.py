@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from codeqa.tui.cli import main
 
@@ -112,3 +113,29 @@ def test_user_errors_are_one_line_and_non_zero(small_repo, index_dir, tmp_path, 
         == 1
     )
     assert "bad.jsonl:1" in capsys.readouterr().err
+
+
+def test_megabyte_query_is_cut_with_one_notice_and_answers_in_about_a_second(
+    small_repo, index_dir, capsys
+):
+    main(["index", str(small_repo), "--index-dir", str(index_dir)])
+    capsys.readouterr()
+    words = ("scanner", "py_make_scanner(", "JSONDecoder", "json/decoder.py", "json.scanner.c")
+    query = " ".join(f"{words[n % 5]}{n}" for n in range(100_000))[:1_000_000]
+    assert len(query) == 1_000_000
+    started = time.perf_counter()
+    code = main(
+        ["search", query, "--repo", str(small_repo), "--index-dir", str(index_dir), "--limit", "3"]
+    )
+    seconds = time.perf_counter() - started
+    captured = capsys.readouterr()
+    assert code == 0
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("codeqa: note: the query is 1,000,000 characters")
+    assert captured.out.startswith("json/")
+    assert seconds < 2.5  # ~0.2 s searching 32,000 characters; ~7 s for the whole megabyte
+
+    # The longest dev-set question (a SWE-bench issue) is searched whole, without a notice.
+    question = ("How does the scanner decode numbers? " * 700)[:22_778]
+    assert main(["search", question, "--repo", str(small_repo), "--index-dir", str(index_dir)]) == 0
+    assert capsys.readouterr().err == ""

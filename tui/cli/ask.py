@@ -45,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from codeqa.agent import AgentSettings, Assistant
     from codeqa.agent.llm import LLMClient
+    from codeqa.agent.prompts import QUESTION_CUT_NOTE
     from codeqa.retrieval.index import build_index, open_index
     from codeqa.tui.cli.progress import ProgressPrinter
 
@@ -76,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
         answer = assistant.ask(question, on_token=on_token if stream else None)
+        for note in answer.notes:
+            if note.startswith(QUESTION_CUT_NOTE):
+                print(f"codeqa: note: {note}", file=sys.stderr)
         if args.json:
             print(json.dumps(answer_to_json(answer), indent=2))
             return 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.query import MAX_QUERY_CHARS, cap_query
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 
@@ -93,10 +94,10 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.queries_file:
             for query_id, question in read_queries(args.queries_file):
-                hits = index.search(question, mode, args.limit)
+                hits = index.search(_capped(question, f"query {query_id}"), mode, args.limit)
                 print(json.dumps({"id": query_id, "results": [hit_to_json(h) for h in hits]}))
             return 0
-        hits = index.search(args.query, mode, args.limit)
+        hits = index.search(_capped(args.query, "the query"), mode, args.limit)
     if args.json:
         for hit in hits:
             print(json.dumps(hit_to_json(hit)))
@@ -107,6 +108,17 @@ def run(args: argparse.Namespace) -> int:
     for hit in hits:
         print(_format_hit(hit))
     return 0
+
+
+def _capped(query: str, name: str) -> str:
+    """The query as searched: a longer one is cut (it is still worth searching), with a notice."""
+    if len(query) > MAX_QUERY_CHARS:
+        print(
+            f"codeqa: note: {name} is {len(query):,} characters; "
+            f"searching its first {MAX_QUERY_CHARS:,}",
+            file=sys.stderr,
+        )
+    return cap_query(query)
 
 
 def _format_hit(hit: SearchHit) -> str:
