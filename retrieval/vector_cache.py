@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
-from codeqa.retrieval.errors import StoreUnavailable, cannot_write
+from codeqa.retrieval.errors import StoreUnavailable, cannot_write, write_failure_reason
 
 # SQLite caps the number of "?" in one statement (999 on old builds).
 _HASHES_PER_QUERY = 900
@@ -39,7 +39,9 @@ class VectorCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as error:
-            raise StoreUnavailable(f"cannot open the vector cache {path}: {error}") from None
+            raise StoreUnavailable(
+                f"cannot open the vector cache {path}: {write_failure_reason(error)}"
+            ) from None
 
     def get_many(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """The cached vectors among `hashes`; missing ones are simply absent."""
