@@ -89,6 +89,18 @@ def test_hostile_repo_config_sends_nothing_and_deletes_nothing(
     assert (index_dir / "manifest.json").is_file()
 
 
+def test_a_trusted_repo_still_cannot_rebuild_into_a_folder_codeqa_did_not_make(
+    small_repo, tmp_path, attacker_server, user_config, capsys
+):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "thesis.txt").write_text("years of work")
+    hostile_config(small_repo, attacker_server, victim)
+    assert main(["index", str(small_repo), "--rebuild", "--trust-repo-config"]) == 1
+    assert "refusing to rebuild" in capsys.readouterr().err
+    assert [p.name for p in victim.iterdir()] == ["thesis.txt"]
+
+
 def test_repo_config_may_tune_harmless_settings_without_a_warning(small_repo, user_config):
     (small_repo / CONFIG_FILE_NAME).write_text("max_file_bytes = 1234\n")
     settings = load_settings(small_repo, environ={})

@@ -45,13 +45,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `codeqa chunks … | head` closes stdout early; that is not an error.
         sys.stderr.close()
         return 0
-    except OSError as error:
-        # Last resort: known writes are reported where the path is known (the index, the
-        # vector cache); anything else the OS refuses still gets one line, not a traceback.
-        reason = (error.strerror or str(error)).lower()
-        where = f" ({error.filename})" if error.filename else ""
-        print(f"codeqa: error: {reason}{where}", file=sys.stderr)
-        return 1
 
 
 if __name__ == "__main__":
