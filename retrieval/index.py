@@ -152,15 +152,23 @@ def _exclusive(directory: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _require_codeqa_folder(directory: Path) -> None:
-    """Refuse to wipe a folder codeqa did not make (e.g. a mistyped --index-dir)."""
-    if not directory.exists() or not [p for p in directory.iterdir() if p.name != LOCK_NAME]:
-        return
+def _require_codeqa_folder(directory: Path, action: str = "rebuild in") -> None:
+    """Refuse a folder holding files that are not a codeqa index (e.g. a mistyped --index-dir).
+
+    Checked before every run, not only before wiping: an index built among a user's files
+    would later let `--rebuild` delete a `store/` folder that was the user's.
+    """
+    try:
+        if not directory.exists() or not [p for p in directory.iterdir() if p.name != LOCK_NAME]:
+            return
+    except OSError as error:
+        raise cannot_write(directory, error) from None
     if (directory / MARKER_NAME).is_file() or (directory / MANIFEST_NAME).is_file():
         return
     raise ConfigError(
-        f"refusing to rebuild in {directory}: it holds no codeqa index ({MARKER_NAME} or "
-        f"{MANIFEST_NAME}), so its files are not codeqa's to delete; pick another --index-dir"
+        f"refusing to {action} {directory}: it holds files but no codeqa index ({MARKER_NAME} "
+        f"or {MANIFEST_NAME}), and they are not codeqa's to delete; pick a new or empty "
+        "--index-dir"
     )
 
 
@@ -197,8 +205,8 @@ def build_index(
         limits = ChunkLimits(strategy=settings.chunker)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    if rebuild:
-        _require_codeqa_folder(directory)  # before the lock file is made in it
+    # Before the lock file is made in it.
+    _require_codeqa_folder(directory, "rebuild in" if rebuild else "create an index in")
     with _exclusive(directory):
         if rebuild:
             _wipe(directory, settings)

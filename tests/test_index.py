@@ -176,6 +176,8 @@ def test_rebuild_refuses_a_folder_codeqa_did_not_make_and_deletes_nothing(small_
     (folder / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="refusing to rebuild"):
         build_index(small_repo, settings_for(folder, embed_model="wordllama"), rebuild=True)
+    with pytest.raises(ConfigError, match="refusing to create an index in"):
+        build_index(small_repo, settings_for(folder, embed_model="wordllama"))
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == [
         "notes.txt",
         "store",
