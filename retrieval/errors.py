@@ -27,3 +27,40 @@ class EmbedderUnavailable(CodeqaError):
 
 class StoreUnavailable(CodeqaError):
     pass
+
+
+class IndexBusy(StoreUnavailable):
+    """Another codeqa process holds the index's lock."""
+
+
+class IndexNotWritable(StoreUnavailable):
+    """The index folder cannot be written: disk full, read-only or no permission."""
+
+
+# Phrases the OS, sqlite and Lance (which reports OS errors inside RuntimeError text) use
+# for the failures a user can fix, and how to say them in one line.
+_WRITE_FAILURES = (
+    ("no space left", "no space left on device"),
+    ("disk is full", "no space left on device"),
+    ("quota exceeded", "disk quota exceeded"),
+    ("read-only file system", "read-only file system"),
+    ("readonly", "read-only file system"),
+    ("permission denied", "permission denied"),
+    ("operation not permitted", "permission denied"),
+)
+
+
+def cannot_write(place: object, error: BaseException, what: str = "the index") -> IndexNotWritable:
+    """A one-line error for a failed write of `what` at `place`, naming the cause when known."""
+    return IndexNotWritable(f"cannot write {what} at {place}: {write_failure_reason(error)}")
+
+
+def write_failure_reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower()
+    text = str(error).lower()
+    for phrase, reason in _WRITE_FAILURES:
+        if phrase in text:
+            return reason
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return first_line[:200]

@@ -37,14 +37,16 @@ from codeqa.retrieval.embedders import (
     load_embedder,
 )
 from codeqa.retrieval.errors import (
+    CodeqaError,
     ConfigError,
+    IndexBusy,
     IndexMismatch,
     IndexNotFound,
     RepoNotFound,
-    StoreUnavailable,
+    cannot_write,
 )
 from codeqa.retrieval.keywords import KEYWORDS_VERSION
-from codeqa.retrieval.manifest import Manifest
+from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
 from codeqa.retrieval.query import analyze_query
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
 from codeqa.retrieval.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
@@ -66,6 +68,15 @@ def content_version(chunker: str) -> str:
 
 STORE_FOLDER = "store"
 LOCK_NAME = "lock"
+# Written into every folder codeqa makes an index in: `--rebuild` wipes only a folder
+# holding it (or a manifest, for indexes made before it existed), and only codeqa's names.
+MARKER_NAME = "CODEQA_INDEX"
+MARKER_TEXT = (
+    "This folder holds a codeqa index. `codeqa index --rebuild` deletes the files codeqa\n"
+    f"made here ({MANIFEST_NAME}, {STORE_FOLDER}/) and nothing else.\n"
+)
+# The names a wipe removes: what the next run writes again from scratch.
+WIPED_NAMES = (MANIFEST_NAME, MANIFEST_NAME + ".tmp", STORE_FOLDER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,18 +134,53 @@ def open_store(settings: IndexSettings, directory: Path, dim: int) -> Store:
 @contextmanager
 def _exclusive(directory: Path) -> Iterator[None]:
     """One indexer per index at a time; a second one says so instead of corrupting it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK_NAME, "a+") as handle:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = open(directory / LOCK_NAME, "a+")  # noqa: SIM115 - closed below
+    except OSError as error:
+        raise cannot_write(directory, error) from None
+    with handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StoreUnavailable(
+            raise IndexBusy(
                 f"another codeqa process is indexing into {directory}; wait for it to finish"
             ) from None
         try:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _require_codeqa_folder(directory: Path, action: str = "rebuild in") -> None:
+    """Refuse a folder holding files that are not a codeqa index (e.g. a mistyped --index-dir).
+
+    Checked before every run, not only before wiping: an index built among a user's files
+    would later let `--rebuild` delete a `store/` folder that was the user's.
+    """
+    try:
+        if not directory.exists() or not [p for p in directory.iterdir() if p.name != LOCK_NAME]:
+            return
+    except OSError as error:
+        raise cannot_write(directory, error) from None
+    if (directory / MARKER_NAME).is_file() or (directory / MANIFEST_NAME).is_file():
+        return
+    raise ConfigError(
+        f"refusing to {action} {directory}: it holds files but no codeqa index ({MARKER_NAME} "
+        f"or {MANIFEST_NAME}), and they are not codeqa's to delete; pick a new or empty "
+        "--index-dir"
+    )
+
+
+def _mark(directory: Path) -> None:
+    """Claim the folder as a codeqa index (existing indexes get the marker too)."""
+    marker = directory / MARKER_NAME
+    if marker.is_file():
+        return
+    try:
+        marker.write_text(MARKER_TEXT, encoding="utf-8")
+    except OSError as error:
+        raise cannot_write(directory, error) from None
 
 
 def build_index(
@@ -159,10 +205,13 @@ def build_index(
         limits = ChunkLimits(strategy=settings.chunker)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    # Before the lock file is made in it.
+    _require_codeqa_folder(directory, "rebuild in" if rebuild else "create an index in")
     with _exclusive(directory):
         if rebuild:
             _wipe(directory, settings)
         manifest = Manifest.load(directory)
+        _mark(directory)
         embedder = load_embedder(settings.embed_model or (manifest and manifest.embedder_name))
         if manifest is None:
             manifest = Manifest(
@@ -181,12 +230,16 @@ def build_index(
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
         changed, seen = _scan(root, settings, manifest, report, notify)
         removed = sorted(set(manifest.files) - seen)
-        if not changed and not removed and manifest.complete_chunks is not None:
+        # A run that stopped before the end (Ctrl-C, kill, full disk) may have stored
+        # chunks of files it had not yet listed: those files are re-stored from scratch.
+        resuming = manifest.complete_chunks is None or not manifest.indexes_settled
+        if not changed and not removed and not resuming:
             # Nothing to write: skip opening the store, the slowest part of a no-op run.
             report.chunks_total = manifest.complete_chunks
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
             return report
         manifest.complete_chunks = None  # unknown until this run finishes
+        manifest.indexes_settled = False
         manifest.save(directory)
         with _model_loading(embedder, wanted=embed and bool(changed)):
             store = open_store(settings, directory, embedder.dim)
@@ -199,24 +252,26 @@ def build_index(
                     manifest.save(directory)
                 report.files_removed = len(removed)
                 _store_chunks(
-                    changed, manifest, store, cache, directory, report, notify, cancel, limits
+                    changed,
+                    manifest,
+                    store,
+                    cache,
+                    directory,
+                    report,
+                    notify,
+                    cancel,
+                    limits,
+                    replace_all=resuming,
                 )
                 report.seconds_to_searchable = time.perf_counter() - started
                 if embed:
                     fill_vectors(store, cache, embedder, notify, cancel, report)
-                if (
-                    report.vectors_from_cache >= REINDEX_AFTER_VECTORS
-                    and report.vectors_embedded < REINDEX_AFTER_VECTORS
-                ):
-                    # Rows stored with cached vectors never pass through fill_vectors, which
-                    # folds bulk writes into the indexes; left alone, up to LanceTuning's
-                    # fts_reindex_after_unindexed rows are scanned flat by every BM25 query
-                    # (django from the cache: 558 rows, 73 ms a query instead of 19 ms).
-                    store.optimize()
+                _settle_indexes(store, report)
                 report.vectors_pending = len(store.ids_missing_vectors())
                 report.chunks_total = store.count()
                 if report.vectors_pending == 0:
                     manifest.complete_chunks = report.chunks_total
+                manifest.indexes_settled = True
                 manifest.save(directory)
             finally:
                 cache.close()
@@ -255,14 +310,46 @@ def _load_quietly(load: Callable[[], None]) -> None:
         return
 
 
+def _settle_indexes(store: Store, report: IndexReport) -> None:
+    """Leave the search indexes as a clean build leaves them, whatever came before.
+
+    Decided from the store's end state, not from what this run did: an interrupted
+    fill leaves thousands of rewritten rows outside the full-text index, and the run
+    that resumes it may write only a few (django after a Ctrl-C mid-fill: half the rows
+    unindexed, BM25 220 ms a query instead of 4.5 ms). One edited file adds a few dozen
+    rows, far below the threshold, so re-indexing it never pays for an optimize (~0.85 s).
+    Rows stored with cached vectors count too (django from the cache: 558 rows, 73 ms a
+    query instead of 19 ms), as when `vectors_from_cache` reaches the threshold.
+    """
+    unindexed = store.unindexed_rows()
+    bulk_from_cache = (
+        report.vectors_from_cache >= REINDEX_AFTER_VECTORS
+        and report.vectors_embedded < REINDEX_AFTER_VECTORS
+    )
+    if bulk_from_cache or (unindexed is not None and unindexed >= REINDEX_AFTER_VECTORS):
+        store.optimize()
+
+
 def _wipe(directory: Path, settings: IndexSettings) -> None:
-    """Drop the store and manifest; keep the vector cache (keyed by model and content)."""
+    """Drop the store and manifest; keep the vector cache (keyed by model and content).
+
+    Only codeqa's own names go, and only in a folder codeqa made: whatever else a user
+    keeps there stays.
+    """
+    _require_codeqa_folder(directory)
     if settings.store == "weaviate":
         from codeqa.retrieval.store_weaviate import drop_weaviate_index
 
         drop_weaviate_index(settings, directory)
-    (directory / "manifest.json").unlink(missing_ok=True)
-    shutil.rmtree(directory / STORE_FOLDER, ignore_errors=True)
+    try:
+        for name in WIPED_NAMES:
+            path = directory / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+    except OSError as error:
+        raise cannot_write(directory, error) from None
 
 
 def _scan(
@@ -301,18 +388,22 @@ def _store_chunks(
     notify: ProgressCallback,
     cancel: threading.Event | None,
     limits: ChunkLimits | None = None,
+    *,
+    replace_all: bool = False,
 ) -> None:
     """Replace the chunks of changed files, a batch at a time, checkpointing the manifest.
 
     A file enters the manifest only after its chunks are stored, so an interrupted
-    run leaves every listed file complete and re-does the rest next time.
+    run leaves every listed file complete and re-does the rest next time. With
+    `replace_all` (resuming such a run) chunks of unlisted files are deleted too: the
+    run that stopped may have stored some before it was killed.
     """
     done = 0
     for start in range(0, len(changed), FILES_PER_BATCH):
         _raise_if_cancelled(cancel)
         batch = changed[start : start + FILES_PER_BATCH]
         chunks = [chunk for file in batch for chunk in chunk_file(file, limits)]
-        stale = [file.path for file in batch if file.path in manifest.files]
+        stale = [file.path for file in batch if replace_all or file.path in manifest.files]
         if stale:
             store.delete_paths(stale)
         cached = cache.get_many([chunk.content_hash for chunk in chunks]) if chunks else {}
@@ -498,3 +589,81 @@ def open_index(repo: Path, settings: IndexSettings) -> Index:
         store=settings.store,
     )
     return Index(root, directory, manifest, settings)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHealth:
+    """What `codeqa index --check` reports: figures, and each problem with its fix."""
+
+    index_dir: Path
+    chunks: int = 0
+    files_in_manifest: int = 0
+    files_with_chunks: int = 0
+    duplicate_ids: int = 0
+    vectors_missing: int = 0
+    unindexed_rows: int | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
+    """Read the index of `repo` and say what is wrong with it, without changing it."""
+    root = resolve_repo(repo)
+    directory = index_dir_for(root, settings.index_dir)
+    fix = f"codeqa index {root}"
+    try:
+        manifest = Manifest.load(directory)
+        if manifest is None:
+            raise IndexNotFound(f"no index at {directory}; build it with: {fix}")
+        manifest.check_compatible(
+            embedder_name=manifest.embedder_name,
+            chunker_version=content_version(settings.chunker),
+            store=settings.store,
+        )
+        store = open_store(settings, directory, manifest.embedder_dim)
+    except CodeqaError as error:
+        return IndexHealth(directory, problems=(str(error),))
+    try:
+        health = store.health()
+    finally:
+        store.close()
+    listed = set(manifest.files)
+    problems = []
+    unlisted = health.paths - listed
+    if unlisted:
+        problems.append(
+            f"{len(unlisted)} files have chunks but are not in the manifest "
+            f"(an interrupted run); fix: {fix}"
+        )
+    empty = listed - health.paths
+    if empty and health.chunks == 0:
+        problems.append(
+            f"the manifest lists {len(empty)} files but the store is empty; fix: "
+            f"codeqa index --rebuild {root}"
+        )
+    if health.duplicate_ids:
+        problems.append(
+            f"{health.duplicate_ids} duplicate chunk ids; fix: codeqa index --rebuild {root}"
+        )
+    if health.vectors_missing:
+        problems.append(f"{health.vectors_missing} chunks have no vector yet; fix: {fix}")
+    if health.unindexed_rows is not None and health.unindexed_rows >= REINDEX_AFTER_VECTORS:
+        problems.append(
+            f"{health.unindexed_rows} rows are outside the full-text index (keyword search "
+            f"scans them slowly); fix: {fix}"
+        )
+    if not manifest.indexes_settled and not problems:
+        problems.append(f"the last indexing run did not finish; fix: {fix}")
+    return IndexHealth(
+        index_dir=directory,
+        chunks=health.chunks,
+        files_in_manifest=len(listed),
+        files_with_chunks=len(health.paths),
+        duplicate_ids=health.duplicate_ids,
+        vectors_missing=health.vectors_missing,
+        unindexed_rows=health.unindexed_rows,
+        problems=tuple(problems),
+    )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from codeqa.retrieval.config import INDEX_FORMAT_VERSION
-from codeqa.retrieval.errors import IndexMismatch
+from codeqa.retrieval.errors import IndexMismatch, cannot_write
 
 MANIFEST_NAME = "manifest.json"
 
@@ -24,6 +25,10 @@ class Manifest:
     # Chunks in the store when the last run finished with every vector in place; None
     # while a run is under way or vectors are pending (then the store must be consulted).
     complete_chunks: int | None = None
+    # True once a run finished and left the store's search indexes as a clean build
+    # would (see index._settle_indexes); False while writes are under way, and for
+    # manifests written before this field, so the next run checks them.
+    indexes_settled: bool = False
     format_version: int = INDEX_FORMAT_VERSION
 
     @classmethod
@@ -47,6 +52,7 @@ class Manifest:
                 store=data.get("store", "lancedb"),
                 files=dict(data.get("files", {})),
                 complete_chunks=data.get("complete_chunks"),
+                indexes_settled=bool(data.get("indexes_settled", False)),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -57,7 +63,6 @@ class Manifest:
 
     def save(self, directory: Path) -> None:
         """Write atomically: a crash leaves the previous manifest, never half a file."""
-        directory.mkdir(parents=True, exist_ok=True)
         target = directory / MANIFEST_NAME
         temporary = target.with_suffix(".json.tmp")
         payload = {
@@ -69,12 +74,18 @@ class Manifest:
             "store": self.store,
             "files": self.files,
             "complete_chunks": self.complete_chunks,
+            "indexes_settled": self.indexes_settled,
         }
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(payload, handle, sort_keys=True)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, target)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise cannot_write(directory, error) from None
 
     def check_compatible(self, *, embedder_name: str, chunker_version: str, store: str) -> None:
         """Refuse to mix vectors of different models or chunks of different chunkers."""

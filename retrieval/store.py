@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
@@ -36,6 +37,19 @@ QueryVector: TypeAlias = np.ndarray | Callable[[], np.ndarray | None] | None
 def resolve_query_vector(query_vector: QueryVector) -> np.ndarray | None:
     """The query vector itself, computed now if it was given as a function."""
     return query_vector() if callable(query_vector) else query_vector
+
+
+@dataclass(frozen=True, slots=True)
+class StoreHealth:
+    """What `codeqa index --check` needs from a store, read in one pass."""
+
+    chunks: int
+    paths: frozenset[str]  # files that have at least one chunk
+    duplicate_ids: int  # rows beyond the first for each chunk id
+    vectors_missing: int
+    # Rows the full-text index does not cover yet (searched by a slower flat scan);
+    # None when the backend maintains its index on every write.
+    unindexed_rows: int | None
 
 
 @runtime_checkable
@@ -86,6 +100,14 @@ class Store(Protocol):
 
     def count(self) -> int:
         """Number of stored chunks."""
+        ...
+
+    def health(self) -> StoreHealth:
+        """Counts that tell whether the store matches its manifest and is fully indexed."""
+        ...
+
+    def unindexed_rows(self) -> int | None:
+        """Rows outside the keyword index (cheap); None if the backend indexes on write."""
         ...
 
     def close(self) -> None:

@@ -27,7 +27,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from codeqa.retrieval.errors import IndexMismatch, StoreUnavailable
+from codeqa.retrieval.errors import (
+    IndexMismatch,
+    StoreUnavailable,
+    cannot_write,
+    write_failure_reason,
+)
 from codeqa.retrieval.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.lance_snapshot import TableSnapshot, VectorScan, chunks_from_table
 from codeqa.retrieval.lancedb_import import import_lancedb
@@ -36,6 +41,7 @@ from codeqa.retrieval.store import (
     CHUNK_COLUMNS,
     RRF_K,
     QueryVector,
+    StoreHealth,
     check_vectors,
     chunk_from_row,
     chunk_to_row,
@@ -136,7 +142,9 @@ class LanceStore:
         except (OSError, RuntimeError, ValueError) as error:
             if isinstance(error, IndexMismatch):
                 raise
-            raise StoreUnavailable(f"cannot open the index at {self.directory}: {error}") from error
+            raise StoreUnavailable(
+                f"cannot open the index at {self.directory}: {write_failure_reason(error)}"
+            ) from None
         self._has_fts_index = self._fts_index_name() is not None
 
     # ---- writes -------------------------------------------------------------------------
@@ -207,10 +215,17 @@ class LanceStore:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """Hold the write lock; afterwards, whatever happened, snapshots read before are stale."""
+        """Hold the write lock; afterwards, whatever happened, snapshots read before are stale.
+
+        A failed write (disk full, read-only folder) leaves the table at its last commit,
+        as an interruption would; it is reported in one line. Lance wraps OS errors in
+        RuntimeError, so both are caught here, where the folder is known.
+        """
         with self._write_lock:
             try:
                 yield
+            except (OSError, RuntimeError) as error:
+                raise cannot_write(self.directory, error) from None
             finally:
                 self._generation += 1
 
@@ -270,6 +285,21 @@ class LanceStore:
 
     def count(self) -> int:
         return self._table.count_rows()
+
+    def health(self) -> StoreHealth:
+        table = self._table.search().select(["chunk_id", "path"]).limit(None).to_arrow()
+        ids = table["chunk_id"].to_pylist()
+        return StoreHealth(
+            chunks=len(ids),
+            paths=frozenset(table["path"].to_pylist()),
+            duplicate_ids=len(ids) - len(set(ids)),
+            vectors_missing=len(self.ids_missing_vectors()),
+            unindexed_rows=self.unindexed_rows(),
+        )
+
+    def unindexed_rows(self) -> int:
+        """Rows outside the full-text index: BM25 scans them flat, slower per row."""
+        return self._unindexed_rows()
 
     # ---- search legs --------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
 from codeqa.retrieval.store import (
     CHUNK_COLUMNS,
     QueryVector,
+    StoreHealth,
     check_vectors,
     chunk_from_row,
     chunk_to_row,
@@ -369,6 +370,21 @@ class WeaviateStore:
 
     def optimize(self) -> None:
         """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
+
+    def health(self) -> StoreHealth:
+        """Weaviate indexes on write, so every row is in its keyword index."""
+        rows = self._walk(["chunk_id", "path", "has_vector"])
+        ids = [row["chunk_id"] for row in rows]
+        return StoreHealth(
+            chunks=len(rows),
+            paths=frozenset(row["path"] for row in rows),
+            duplicate_ids=len(ids) - len(set(ids)),
+            vectors_missing=sum(1 for row in rows if not row.get("has_vector")),
+            unindexed_rows=None,
+        )
+
+    def unindexed_rows(self) -> None:
+        return None
 
     def count(self) -> int:
         with self._errors("counting chunks"):

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
-from codeqa.retrieval.errors import StoreUnavailable
+from codeqa.retrieval.errors import StoreUnavailable, cannot_write, write_failure_reason
 
 # SQLite caps the number of "?" in one statement (999 on old builds).
 _HASHES_PER_QUERY = 900
@@ -39,7 +39,9 @@ class VectorCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as error:
-            raise StoreUnavailable(f"cannot open the vector cache {path}: {error}") from None
+            raise StoreUnavailable(
+                f"cannot open the vector cache {path}: {write_failure_reason(error)}"
+            ) from None
 
     def get_many(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """The cached vectors among `hashes`; missing ones are simply absent."""
@@ -65,11 +67,15 @@ class VectorCache:
         ]
         if not rows:
             return
-        with self._transaction():
-            self._db.executemany(
-                "INSERT OR REPLACE INTO vectors (embedder, content_hash, vector) VALUES (?, ?, ?)",
-                rows,
-            )
+        try:
+            with self._transaction():
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO vectors (embedder, content_hash, vector)"
+                    " VALUES (?, ?, ?)",
+                    rows,
+                )
+        except sqlite3.Error as error:
+            raise cannot_write(self.path, error, what="the vector cache") from None
 
     def count(self) -> int:
         """How many vectors this embedder has cached."""
@@ -101,4 +107,9 @@ class _Transaction:
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+        if kind is None:
+            self._db.execute("COMMIT")
+        elif self._db.in_transaction:
+            # SQLite has already rolled back after some errors (a full disk among them);
+            # a second ROLLBACK would raise and hide the real error.
+            self._db.execute("ROLLBACK")

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 from codeqa.retrieval import index as index_module
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.errors import IndexMismatch, IndexNotFound, RepoNotFound
+from codeqa.retrieval.errors import (
+    ConfigError,
+    IndexBusy,
+    IndexMismatch,
+    IndexNotFound,
+    RepoNotFound,
+)
 from codeqa.retrieval.index import ProgressEvent, build_index, open_index
 from codeqa.retrieval.records import SearchMode
 
@@ -161,3 +167,43 @@ def test_no_op_run_after_an_interrupted_fill_still_finishes_the_vectors(small_re
     again = build_index(small_repo, settings)
     assert again.chunks_total == report.chunks_total
     assert again.vectors_embedded == 0
+
+
+def test_rebuild_refuses_a_folder_codeqa_did_not_make_and_deletes_nothing(small_repo, tmp_path):
+    folder = tmp_path / "documents"
+    (folder / "store").mkdir(parents=True)
+    (folder / "store" / "photo.jpg").write_bytes(b"\xff\xd8")
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="refusing to rebuild"):
+        build_index(small_repo, settings_for(folder, embed_model="wordllama"), rebuild=True)
+    with pytest.raises(ConfigError, match="refusing to create an index in"):
+        build_index(small_repo, settings_for(folder, embed_model="wordllama"))
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == [
+        "notes.txt",
+        "store",
+        "store/photo.jpg",
+    ]
+
+
+def test_rebuild_removes_only_codeqas_own_files(small_repo, index_dir):
+    settings = settings_for(index_dir, embed_model="wordllama")
+    build_index(small_repo, settings)
+    assert (index_dir / index_module.MARKER_NAME).is_file()
+    (index_dir / "README.mine").write_text("a user's file beside the index")
+    report = build_index(small_repo, settings, rebuild=True)
+    assert report.files_changed == 4
+    assert (index_dir / "README.mine").read_text() == "a user's file beside the index"
+
+
+def test_an_index_made_before_the_marker_gets_it_and_can_be_rebuilt(small_repo, index_dir):
+    settings = settings_for(index_dir, embed_model="wordllama")
+    build_index(small_repo, settings)
+    (index_dir / index_module.MARKER_NAME).unlink()
+    build_index(small_repo, settings, rebuild=True)
+    assert (index_dir / index_module.MARKER_NAME).is_file()
+
+
+def test_a_second_indexer_is_told_the_index_is_busy(small_repo, index_dir):
+    settings = settings_for(index_dir, embed_model="wordllama")
+    with index_module._exclusive(index_dir), pytest.raises(IndexBusy, match="another codeqa"):
+        build_index(small_repo, settings)

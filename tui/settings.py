@@ -1,4 +1,8 @@
-"""One settings object: built-in defaults < codeqa.toml < environment < command-line flags."""
+"""One settings object: built-in defaults < user config < repository config < environment < flags.
+
+A repository's own `codeqa.toml` arrives with the code, so it is untrusted: it may tune
+only what cannot send code or credentials anywhere or delete files (see `Key.repo_may_set`).
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,32 @@ from codeqa.retrieval.config import STORE_BACKENDS, IndexSettings
 from codeqa.retrieval.errors import ConfigError
 
 CONFIG_FILE_NAME = "codeqa.toml"
+TRUST_FLAG = "--trust-repo-config"
 
-# toml key -> (environment variable, type)
-_KEYS: dict[str, tuple[str, type]] = {
-    "model": ("CODEQA_MODEL", str),
-    "embed_model": ("CODEQA_EMBED_MODEL", str),
-    "index_dir": ("CODEQA_INDEX_DIR", str),
-    "store": ("CODEQA_STORE", str),
-    "max_file_bytes": ("CODEQA_MAX_FILE_BYTES", int),
-    "weaviate_url": ("CODEQA_WEAVIATE_URL", str),
-    "weaviate_grpc_port": ("CODEQA_WEAVIATE_GRPC_PORT", int),
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One setting: its environment variable, its type and who may set it."""
+
+    variable: str | None
+    kind: type
+    # False for anything that chooses where code, questions or credentials go (store,
+    # URLs, models) or which folder codeqa writes and wipes. New keys default to False:
+    # a future `api_base` is refused from repositories without anyone remembering to.
+    repo_may_set: bool = False
+    # Only the user's own config may hold it (it decides what to trust).
+    user_only: bool = False
+
+
+KEYS: dict[str, Key] = {
+    "model": Key("CODEQA_MODEL", str),
+    "embed_model": Key("CODEQA_EMBED_MODEL", str),
+    "index_dir": Key("CODEQA_INDEX_DIR", str),
+    "store": Key("CODEQA_STORE", str),
+    "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True),
+    "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
+    "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
+    "trusted_repos": Key(None, list, user_only=True),
 }
 
 
@@ -30,37 +50,66 @@ class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     model: str | None = None  # litellm model string; None: offline answer mode
     sources: tuple[str, ...] = ()  # the config files that were read, for `--verbose` and errors
+    # One line per config problem that does not stop the command (ignored repo settings).
+    warnings: tuple[str, ...] = ()
 
 
-def config_paths(repo: Path | None) -> list[Path]:
-    """User-wide config first, then the repository's own (which wins)."""
+def user_config_path() -> Path:
     base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    paths = [base / "codeqa" / CONFIG_FILE_NAME]
-    if repo is not None:
-        paths.append(Path(repo) / CONFIG_FILE_NAME)
-    return paths
+    return base / "codeqa" / CONFIG_FILE_NAME
 
 
 def load_settings(
     repo: Path | None,
     overrides: Mapping[str, object | None] | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    trust_repo: bool = False,
 ) -> Settings:
-    """Resolve settings once, at the edge; `overrides` are CLI flags (None means not given)."""
+    """Resolve settings once, at the edge; `overrides` are CLI flags (None means not given).
+
+    The repository's `codeqa.toml` sets only harmless keys unless `trust_repo` (the
+    `--trust-repo-config` flag) or the user's `trusted_repos` list names the repository.
+    """
     environ = os.environ if environ is None else environ
     values: dict[str, object] = {}
     sources: list[str] = []
-    for path in config_paths(repo):
-        if path.is_file():
-            values.update(_read_toml(path))
-            sources.append(str(path))
-    for key, (variable, kind) in _KEYS.items():
-        if environ.get(variable):
-            values[key] = _coerce(key, environ[variable], kind, origin=f"${variable}")
+    warnings: list[str] = []
+    user_path = user_config_path()
+    user = _read_toml(user_path) if user_path.is_file() else {}
+    if user:
+        sources.append(str(user_path))
+    trusted = [Path(str(p)).expanduser().resolve() for p in user.pop("trusted_repos", [])]
+    values.update(user)
+    repo_path = Path(repo) / CONFIG_FILE_NAME if repo is not None else None
+    if repo_path is not None and repo_path.is_file():
+        repo_values = _read_toml(repo_path)
+        sources.append(str(repo_path))
+        if not (trust_repo or Path(repo).expanduser().resolve() in trusted):  # type: ignore[arg-type]
+            refused = sorted(key for key in repo_values if not KEYS[key].repo_may_set)
+            for key in refused:
+                del repo_values[key]
+            if refused:
+                warnings.append(_refusal(repo_path, refused, user_path))
+        values.update(repo_values)
+    values.pop("trusted_repos", None)
+    for key, spec in KEYS.items():
+        if spec.variable and environ.get(spec.variable):
+            values[key] = _coerce(
+                key, environ[spec.variable], spec.kind, origin=f"${spec.variable}"
+            )
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = value
-    return _build(values, tuple(sources))
+    return _build(values, tuple(sources), tuple(warnings))
+
+
+def _refusal(path: Path, refused: list[str], user_path: Path) -> str:
+    return (
+        f"ignoring {', '.join(refused)} from {path}: a repository may not choose where "
+        f"code, questions or credentials go or which folder is written; to allow it, pass "
+        f"{TRUST_FLAG} or add the repository to trusted_repos in {user_path}"
+    )
 
 
 def _read_toml(path: Path) -> dict[str, object]:
@@ -68,13 +117,13 @@ def _read_toml(path: Path) -> dict[str, object]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"cannot read {path}: {error}") from None
-    unknown = sorted(set(data) - set(_KEYS))
+    unknown = sorted(set(data) - set(KEYS))
     if unknown:
         raise ConfigError(
-            f"{path}: unknown setting {unknown[0]!r}; known settings: {', '.join(sorted(_KEYS))}"
+            f"{path}: unknown setting {unknown[0]!r}; known settings: {', '.join(sorted(KEYS))}"
         )
     return {
-        key: _coerce(key, value, _KEYS[key][1], origin=str(path)) for key, value in data.items()
+        key: _coerce(key, value, KEYS[key].kind, origin=str(path)) for key, value in data.items()
     }
 
 
@@ -87,12 +136,18 @@ def _coerce(key: str, value: object, kind: type, origin: str) -> object:
         if number <= 0:
             raise ConfigError(f"{origin}: {key} must be positive, not {number}")
         return number
+    if kind is list:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{origin}: {key} must be a list of strings, not {value!r}")
+        return value
     if not isinstance(value, str):
         raise ConfigError(f"{origin}: {key} must be a string, not {value!r}")
     return value
 
 
-def _build(values: dict[str, object], sources: tuple[str, ...]) -> Settings:
+def _build(
+    values: dict[str, object], sources: tuple[str, ...], warnings: tuple[str, ...]
+) -> Settings:
     store = str(values.get("store", "lancedb"))
     if store not in STORE_BACKENDS:
         raise ConfigError(f"unknown store {store!r}; choose one of: {', '.join(STORE_BACKENDS)}")
@@ -108,4 +163,4 @@ def _build(values: dict[str, object], sources: tuple[str, ...]) -> Settings:
     if "max_file_bytes" in values:
         index = replace(index, max_file_bytes=int(values["max_file_bytes"]))  # type: ignore[arg-type]
     model = values.get("model") or None
-    return Settings(index=index, model=model, sources=sources)  # type: ignore[arg-type]
+    return Settings(index=index, model=model, sources=sources, warnings=warnings)  # type: ignore[arg-type]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from codeqa.tui.settings import Settings, load_settings
+from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
 
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,10 +18,16 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--store", choices=("lancedb", "weaviate"), help="vector store backend")
     parser.add_argument("--weaviate-url", help="Weaviate server URL (with --store weaviate)")
+    parser.add_argument(
+        TRUST_FLAG,
+        action="store_true",
+        help="let the repository's codeqa.toml choose models, store, URLs and index folder",
+    )
 
 
 def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
-    return load_settings(
+    """The settings for this command; ignored repository settings are named on stderr."""
+    settings = load_settings(
         repo,
         {
             "embed_model": getattr(args, "embed_model", None),
@@ -29,4 +36,8 @@ def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
             "weaviate_url": getattr(args, "weaviate_url", None),
             "model": getattr(args, "model", None),
         },
+        trust_repo=bool(getattr(args, "trust_repo_config", False)),
     )
+    for warning in settings.warnings:
+        print(f"codeqa: warning: {warning}", file=sys.stderr)
+    return settings

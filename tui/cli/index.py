@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 
@@ -31,6 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="store chunks for keyword search only; vectors are embedded by the next run",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="report the index's health without changing it; exit 1 if something needs fixing",
+    )
     add_index_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -40,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.tui.cli.progress import ProgressPrinter, summary_lines
 
     settings = settings_from_args(args, args.path)
+    if args.check:
+        return check(args.path, settings.index)
     progress = ProgressPrinter()
     try:
         report = build_index(
@@ -64,3 +72,24 @@ def run(args: argparse.Namespace) -> int:
             "check .gitignore/.codeqaignore and --max-file-bytes"
         )
     return 0
+
+
+def check(path: Path, settings: IndexSettings) -> int:
+    from codeqa.retrieval.index import check_index
+
+    health = check_index(path, settings)
+    print(f"index: {health.index_dir}")
+    if health.chunks or health.files_in_manifest:
+        unindexed = "n/a" if health.unindexed_rows is None else str(health.unindexed_rows)
+        print(
+            f"chunks: {health.chunks}, files: {health.files_in_manifest} in manifest, "
+            f"{health.files_with_chunks} with chunks"
+        )
+        print(
+            f"duplicate ids: {health.duplicate_ids}, vectors missing: {health.vectors_missing}, "
+            f"rows outside the full-text index: {unindexed}"
+        )
+    for problem in health.problems:
+        print(f"problem: {problem}")
+    print("healthy" if health.healthy else "unhealthy")
+    return 0 if health.healthy else 1

@@ -1,0 +1,264 @@
+"""Faults leave a healthy index: after any interruption or refused write, the next run
+ends where a clean build ends (same rows, vectors, full-text coverage and top 10)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
+from codeqa.retrieval.index import ProgressEvent, build_index, check_index, open_index
+from codeqa.retrieval.lancedb_import import import_lancedb
+from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.store_lancedb import LanceStore
+from codeqa.tui.cli import main
+
+EMBED_MODEL = "wordllama"  # the bundled static model: embedding ~1,300 chunks takes ~0.2 s
+QUERIES = (
+    "parser token cache",
+    "socket buffer stream",
+    "render the widget layout",
+    "vector query index",
+    "alpha beta case number 7",
+)
+WORDS = "alpha beta gamma delta parser token cache stream socket buffer render layout widget"
+
+
+@pytest.fixture(scope="module")
+def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """~1,350 chunks: past the bulk-write threshold (REINDEX_AFTER_VECTORS) of a fill."""
+    repo = tmp_path_factory.mktemp("faults") / "repo"
+    words = WORDS.split()
+    for f in range(15):
+        functions = []
+        for g in range(90):
+            first, second = words[(f + g) % len(words)], words[(f * 7 + g * 3) % len(words)]
+            functions.append(
+                f"def {first}_{second}_{f}_{g}(value):\n"
+                f'    """Handle the {first} {second} case number {g} of module {f}."""\n'
+                f"    result = value * {g} + {f}\n"
+                f"    for item in range({g}):\n"
+                f"        result += item\n"
+                f"    return result\n\n\n"
+            )
+        path = repo / f"pkg{f % 5}" / f"mod_{f}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(functions))
+    return repo
+
+
+def settings_for(index_dir: Path) -> IndexSettings:
+    return IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL)
+
+
+@pytest.fixture(scope="module")
+def clean_state(big_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    directory = tmp_path_factory.mktemp("clean") / "index"
+    build_index(big_repo, settings_for(directory))
+    return index_state(big_repo, directory)
+
+
+def index_state(repo: Path, directory: Path) -> dict[str, object]:
+    """Everything a user could tell apart: rows, vectors, FTS coverage and results."""
+    table = import_lancedb().connect(str(directory / "store")).open_table("chunks")
+    rows = table.to_arrow().select(["chunk_id", "vector"]).to_pylist()
+    with open_index(repo, settings_for(directory)) as index:
+        tops = {
+            (query, mode): [
+                (hit.chunk.path, hit.chunk.start_line) for hit in index.search(query, mode, 10)
+            ]
+            for query in QUERIES
+            for mode in (SearchMode.BM25, SearchMode.HYBRID)
+        }
+    store = LanceStore(directory / "store", len(rows[0]["vector"]))
+    try:
+        unindexed = store.unindexed_rows()
+    finally:
+        store.close()
+    return {
+        "rows": sorted(row["chunk_id"] for row in rows),
+        "vectors": {row["chunk_id"]: row["vector"] for row in rows},
+        "unindexed": unindexed,
+        "tops": tops,
+    }
+
+
+def assert_same_as_clean_build(repo: Path, directory: Path, clean: dict[str, object]) -> None:
+    state = index_state(repo, directory)
+    assert state["rows"] == clean["rows"]
+    assert state["vectors"] == clean["vectors"]
+    assert state["unindexed"] == clean["unindexed"]
+    assert state["tops"] == clean["tops"]
+    assert check_index(repo, settings_for(directory)).healthy
+
+
+@pytest.mark.parametrize("batches_done", [2, 4])
+def test_fill_cancelled_at_a_batch_then_resumed_equals_a_clean_build(
+    big_repo, tmp_path, clean_state, batches_done
+):
+    directory = tmp_path / "index"
+    cancel = threading.Event()
+
+    def cancel_after_batches(event: ProgressEvent) -> None:
+        if event.phase == "embed" and event.done >= batches_done * CHUNKS_PER_EMBED_BATCH:
+            cancel.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        build_index(big_repo, settings_for(directory), cancel_after_batches, cancel=cancel)
+    interrupted = check_index(big_repo, settings_for(directory))
+    assert not interrupted.healthy
+    build_index(big_repo, settings_for(directory))
+    assert_same_as_clean_build(big_repo, directory, clean_state)
+
+
+_CHILD = """
+import os, signal, sys
+from pathlib import Path
+from codeqa.retrieval.offline import prepare_offline_environment
+prepare_offline_environment()
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.index import build_index
+
+def report(event):
+    print(event.phase, event.done, flush=True)
+
+build_index(Path(sys.argv[1]), IndexSettings(index_dir=Path(sys.argv[2]), embed_model="wordllama"),
+            report)
+"""
+
+
+def killed_at(repo: Path, directory: Path, phase: str, done: int) -> None:
+    """Run `build_index` in a real process and SIGKILL it once it reports `phase` >= `done`."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(repo), str(directory)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    for line in child.stdout:
+        seen_phase, seen_done = line.split()
+        if seen_phase == phase and int(seen_done) >= done:
+            os.kill(child.pid, signal.SIGKILL)
+            break
+    child.wait()
+
+
+# ~3 s each: a child process imports lancedb before it gets anywhere.
+@pytest.mark.parametrize(("phase", "done"), [("scan", 15), ("embed", 3 * CHUNKS_PER_EMBED_BATCH)])
+def test_process_killed_mid_run_then_resumed_equals_a_clean_build(
+    big_repo, tmp_path, clean_state, phase, done
+):
+    directory = tmp_path / "index"
+    killed_at(big_repo, directory, phase, done)
+    build_index(big_repo, settings_for(directory))
+    assert_same_as_clean_build(big_repo, directory, clean_state)
+
+
+def test_check_reports_a_healthy_index_and_exits_zero(big_repo, tmp_path, capsys):
+    directory = tmp_path / "index"
+    build_index(big_repo, settings_for(directory))
+    args = ["index", "--check", str(big_repo), "--index-dir", str(directory)]
+    assert main([*args, "--embed-model", EMBED_MODEL]) == 0
+    out = capsys.readouterr().out
+    assert "chunks: 13" in out and "healthy" in out.splitlines()[-1]
+
+
+def test_check_reports_pending_vectors_and_the_command_that_fixes_them(
+    small_repo, tmp_path, capsys
+):
+    directory = tmp_path / "index"
+    build_index(small_repo, settings_for(directory), embed=False)
+    assert main(["index", "--check", str(small_repo), "--index-dir", str(directory)]) == 1
+    out = capsys.readouterr().out
+    assert "have no vector yet; fix: codeqa index" in out
+    assert out.splitlines()[-1] == "unhealthy"
+
+
+def test_check_reports_rows_outside_the_full_text_index(big_repo, tmp_path, capsys):
+    directory = tmp_path / "index"
+    build_index(big_repo, settings_for(directory), embed=False)
+    store = LanceStore(directory / "store", _dim(directory))
+    try:
+        # Writing every row's vector, as a fill stopped before its optimize does, leaves
+        # the rows outside the full-text index.
+        missing = store.chunks_missing_vectors()
+        store.set_vectors([c.chunk_id for c in missing], np.ones((len(missing), store.dim)))
+    finally:
+        store.close()
+    assert main(["index", "--check", str(big_repo), "--index-dir", str(directory)]) == 1
+    assert "rows are outside the full-text index" in capsys.readouterr().out
+    build_index(big_repo, settings_for(directory))
+    assert main(["index", "--check", str(big_repo), "--index-dir", str(directory)]) == 0
+
+
+def _dim(directory: Path) -> int:
+    from codeqa.retrieval.manifest import Manifest
+
+    manifest = Manifest.load(directory)
+    assert manifest is not None
+    return manifest.embedder_dim
+
+
+# ---- refused writes -------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_mount(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of its own, resized by each test (an index of the json package: ~530 KiB)."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=50m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    code = main(args)
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+# The disk fills while the vector cache is created, while LanceDB writes, while vectors
+# are cached.
+@pytest.mark.parametrize("size", ["60k", "160k", "260k"])
+def test_full_disk_is_one_line_and_the_next_run_finishes_the_index(
+    small_repo, small_mount, capsys, size
+):
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(small_mount)], check=True)
+    directory = small_mount / "index"
+    args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
+    code, err = run_cli(args, capsys)
+    assert code == 1
+    assert err[-1].startswith("codeqa: error: cannot ")
+    assert err[-1].endswith(": no space left on device")
+    assert not any("Traceback" in line for line in err)
+    subprocess.run(["mount", "-o", "remount,size=50m", str(small_mount)], check=True)
+    assert run_cli(args, capsys)[0] == 0
+    assert check_index(small_repo, settings_for(directory)).healthy
+
+
+def test_read_only_index_folder_is_one_line(small_repo, small_mount, capsys):
+    directory = small_mount / "index"
+    args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
+    assert run_cli(args, capsys)[0] == 0
+    (small_repo / "json" / "tool.py").write_text("def main():\n    return 1\n")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    code, err = run_cli(args, capsys)
+    assert code == 1
+    assert err == [f"codeqa: error: cannot write the index at {directory}: read-only file system"]
+    code, err = run_cli([*args, "--rebuild"], capsys)
+    assert code == 1 and len(err) == 1 and "read-only file system" in err[0]
+    with open_index(small_repo, settings_for(directory)) as index:
+        assert index.search("JSONDecodeError", SearchMode.BM25, 1)

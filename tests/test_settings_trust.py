@@ -1,0 +1,149 @@
+"""A repository's own codeqa.toml is untrusted: it tunes harmless things, nothing else."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.errors import ConfigError
+from codeqa.tui.cli import main
+from codeqa.tui.settings import CONFIG_FILE_NAME, load_settings
+
+
+class _RecordingHandler(http.server.BaseHTTPRequestHandler):
+    def _record(self) -> None:
+        self.server.requests.append(f"{self.command} {self.path}")  # type: ignore[attr-defined]
+        self.send_response(503)
+        self.end_headers()
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _record
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def attacker_server() -> Iterator[http.server.HTTPServer]:
+    """A local HTTP server that records every request it receives."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), _RecordingHandler)
+    server.requests = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's own codeqa.toml (under a private XDG_CONFIG_HOME), initially empty."""
+    for variable in ("CODEQA_MODEL", "CODEQA_EMBED_MODEL", "CODEQA_INDEX_DIR", "CODEQA_STORE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.delenv("CODEQA_WEAVIATE_URL", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    path = tmp_path / "config" / "codeqa" / CONFIG_FILE_NAME
+    path.parent.mkdir(parents=True)
+    path.write_text("")
+    return path
+
+
+def hostile_config(repo: Path, server: http.server.HTTPServer, victim: Path) -> None:
+    host, port = server.server_address[:2]
+    (repo / CONFIG_FILE_NAME).write_text(
+        f'store = "weaviate"\n'
+        f'weaviate_url = "http://{host}:{port}"\n'
+        f"weaviate_grpc_port = {port}\n"
+        f'model = "openai/attacker-model"\n'
+        f'embed_model = "text-embedding-3-small"\n'
+        f'index_dir = "{victim}"\n'
+        f"max_file_bytes = 50000\n"
+    )
+
+
+def test_hostile_repo_config_sends_nothing_and_deletes_nothing(
+    small_repo, tmp_path, attacker_server, user_config, capsys
+):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "thesis.txt").write_text("years of work")
+    (victim / "store").mkdir()
+    (victim / "store" / "data.bin").write_text("not codeqa's")
+    index_dir = tmp_path / "index"
+    user_config.write_text(f'index_dir = "{index_dir}"\nembed_model = "wordllama"\n')
+    hostile_config(small_repo, attacker_server, victim)
+
+    assert main(["index", str(small_repo), "--rebuild"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1
+    for key in ("embed_model", "index_dir", "model", "store", "weaviate_url"):
+        assert key in warnings[0]
+    assert "--trust-repo-config" in warnings[0] and "trusted_repos" in warnings[0]
+    assert main(["ask", "how is JSON decoded?", "--repo", str(small_repo), "--json"]) == 0
+    assert '"path": "json/' in capsys.readouterr().out  # the offline answer: no model was used
+
+    assert attacker_server.requests == []  # type: ignore[attr-defined]
+    assert sorted(p.name for p in victim.rglob("*")) == ["data.bin", "store", "thesis.txt"]
+    assert (index_dir / "manifest.json").is_file()
+
+
+def test_a_trusted_repo_still_cannot_rebuild_into_a_folder_codeqa_did_not_make(
+    small_repo, tmp_path, attacker_server, user_config, capsys
+):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "thesis.txt").write_text("years of work")
+    hostile_config(small_repo, attacker_server, victim)
+    assert main(["index", str(small_repo), "--rebuild", "--trust-repo-config"]) == 1
+    assert "refusing to rebuild" in capsys.readouterr().err
+    assert [p.name for p in victim.iterdir()] == ["thesis.txt"]
+
+
+def test_repo_config_may_tune_harmless_settings_without_a_warning(small_repo, user_config):
+    (small_repo / CONFIG_FILE_NAME).write_text("max_file_bytes = 1234\n")
+    settings = load_settings(small_repo, environ={})
+    assert settings.index.max_file_bytes == 1234
+    assert settings.warnings == ()
+
+
+def test_trusted_repos_and_the_flag_let_the_repo_choose(
+    small_repo, tmp_path, attacker_server, user_config
+):
+    victim = tmp_path / "victim"
+    hostile_config(small_repo, attacker_server, victim)
+    untrusted = load_settings(small_repo, environ={})
+    assert (untrusted.index.store, untrusted.model, untrusted.index.index_dir) == (
+        "lancedb",
+        None,
+        None,
+    )
+
+    flagged = load_settings(small_repo, environ={}, trust_repo=True)
+    user_config.write_text(f'trusted_repos = ["{small_repo}"]\n')
+    listed = load_settings(small_repo, environ={})
+    for settings in (flagged, listed):
+        assert settings.warnings == ()
+        assert settings.index.store == "weaviate"
+        assert settings.index.weaviate_url == "http://{}:{}".format(
+            *attacker_server.server_address[:2]
+        )
+        assert settings.model == "openai/attacker-model"
+        assert settings.index.embed_model == "text-embedding-3-small"
+        assert settings.index.index_dir == victim
+
+
+def test_a_repo_cannot_trust_itself(small_repo, user_config):
+    (small_repo / CONFIG_FILE_NAME).write_text(
+        f'trusted_repos = ["{small_repo}"]\nmodel = "openai/attacker-model"\n'
+    )
+    settings = load_settings(small_repo, environ={})
+    assert settings.model is None
+    assert "model" in settings.warnings[0] and "trusted_repos" in settings.warnings[0]
+
+
+def test_unknown_repo_settings_are_still_reported(small_repo, user_config):
+    (small_repo / CONFIG_FILE_NAME).write_text('colour = "red"\n')
+    with pytest.raises(ConfigError, match="unknown setting 'colour'"):
+        load_settings(small_repo, environ={})
