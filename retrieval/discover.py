@@ -6,10 +6,16 @@ What a reader sees is what gets indexed:
   files overriding shallower ones), `.git/info/exclude`, the `.gitignore` files of an
   enclosing repository when `root` is a sub-folder of one, plus an optional `.codeqaignore`
   at the root and `DiscoverOptions.extra_ignore` (both overriding git's rules, so they can
-  also re-include with `!pattern`). Patterns are compiled by `pathspec.GitIgnoreSpec`. Ignored
-  folders are not entered: git cannot re-include a file whose parent folder is excluded.
-  tests/test_discover.py checks the result against `git ls-files --others --exclude-standard`.
-  The user's global excludes file is not read, so an index is the same on every machine.
+  also re-include with `!pattern`). Patterns are matched by our own wildmatch-style matcher
+  (below) in time at most proportional to pattern length times path length, whatever a hostile
+  .gitignore holds; a line git would never match (`!`, a trailing `\\`, an unclosed `[`) is
+  skipped and yielded as an IgnoreWarning. Ignored folders are not entered: git cannot
+  re-include a file whose parent folder is excluded. tests/test_discover.py checks the result
+  against `git ls-files --others --exclude-standard`. The user's global excludes file is not
+  read, so an index is the same on every machine.
+- Secrets: by name (SECRET_FILE_PATTERNS, SECRET_DIRS) and by content (retrieval/secrets.py):
+  a file holding a private-key block is skipped as SECRET; a credential literal inside any
+  other file is replaced by «redacted» in `read_source`, so every reader sees the same text.
 - Text: UTF-8, invalid bytes replaced (never dropped); a UTF-8 byte-order mark is removed
   (it is invisible to readers and is not on any line of its own, so line numbers hold);
   UTF-16 with a byte-order mark is decoded. CRLF line ends become LF, so that line N of
@@ -18,9 +24,9 @@ What a reader sees is what gets indexed:
   U+2028 etc. and would disagree with those line numbers; split on "\\n".
 - `sha256` is of the raw bytes on disk, before any of the above.
 
-Order is deterministic: depth first, entries sorted by name, so paths come out sorted
-by their `/`-separated parts. Pruned folders are reported once, as a SkippedFile whose
-path ends in "/"; `.git` is left out silently.
+Order is deterministic: depth first (an explicit stack, so depth has no limit), entries
+sorted by name, so paths come out sorted by their `/`-separated parts. Pruned folders are
+reported once, as a SkippedFile whose path ends in "/"; `.git` is left out silently.
 """
 
 from __future__ import annotations

@@ -661,8 +661,27 @@ def test_a_tree_2000_folders_deep_is_walked_without_recursion_limits(tmp_path: P
     os.close(parent)
     (tmp_path / deepest / "f.py").write_text("x\n")
     (tmp_path / "top.py").write_text("x\n")
-    assert [item.path for item in discover(tmp_path)] == [f"{deepest}/f.py", "top.py"]
-    assert isinstance(read_repo_file(tmp_path, f"{deepest}/f.py"), SourceFile)
+    try:
+        assert [item.path for item in discover(tmp_path)] == [f"{deepest}/f.py", "top.py"]
+        assert isinstance(read_repo_file(tmp_path, f"{deepest}/f.py"), SourceFile)
+    finally:
+        remove_folder_chain(tmp_path / "d")
+
+
+def remove_folder_chain(top: Path) -> None:
+    """Delete nested `d/d/d/…` from the top down: shutil.rmtree (and pytest's clean-up of
+    old tmp folders) recurses once per level and would hit the recursion limit."""
+    while top.exists():
+        for child in top.iterdir():
+            if child.name != "d":
+                child.unlink()
+        if (top / "d").exists():
+            below = top.parent / "below"
+            os.rename(top / "d", below)
+            top.rmdir()
+            os.rename(below, top)
+        else:
+            top.rmdir()
 
 
 # --- read_repo_file: the walk's verdict on one path -------------------------------------
