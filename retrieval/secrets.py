@@ -5,9 +5,11 @@ any name (`AuthKey_X.p8`, a service-account JSON), and credentials pasted into o
 source (`AWS_SECRET_ACCESS_KEY = "…"` in config.py). Redaction replaces only the value's
 characters with REDACTED, never a line break, so every line number holds.
 
-Own regular expressions rather than Yelp's detect-secrets 1.5.0: on tests/fixtures/secrets it
-missed none that these find, but it took 38 s on django-2.2's files against these 0.25 s
-(its plugins run line by line in Python), see the report in the commit that added this file.
+Own rules rather than Yelp's detect-secrets 1.5.0 (measured on the same files, same load):
+on tests/fixtures/secrets both find every planted key and value, but detect-secrets also
+flags 7 of the 15 lines of clean/placeholders.py ("changeme", "xxx", a PEM header constant);
+on django-2.2's 1,055 text files it flags 8 lines, all false (Unicode tables, alphabets), and
+takes 61 s against 0.30 s here; and it reports lines, not the value's span redaction needs.
 """
 
 from __future__ import annotations
