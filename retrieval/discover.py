@@ -306,8 +306,8 @@ def _parse_class(text: str, start: int) -> tuple[_CharClass, int]:
 
 
 def _parse_segment(text: str) -> _Segment | _Wild:
-    if text == "**":
-        return _GLOBSTAR
+    if len(text) >= 2 and text.strip("*") == "":
+        return _GLOBSTAR  # git: two or more stars as a whole segment (`**`, `***`)
     tokens: list[_Token] = []
     i = 0
     while i < len(text):

@@ -107,9 +107,11 @@ RANDOM_PATTERNS = [
     "!b/d.py", "*.py", "!x.py", "/c/", "c", "gen/", "a/**/x.py", "*", "!*/", "!*.py", "foo",
     "!foo/", "**/b/", "b/**/", "z.*", "/foo/gen/", "**", "a/b", "!a/b/", "/*", "*/c", "?.py",
     "[ab]", "foo/*/",
-    # Star runs and many stars: git's wildmatch treats `a**` like `a*`; these once backtracked.
-    "************a", "************b", "*a*a*a*a*a*a*a*b", "a**", "**b", "***/gen", "[!x]*",
-    "a*a*a*a*a*a*a*a*a*c", "[a-c]?*", "[z-a]", "[]a]*", "[!a-c]",
+    # Star runs: git's wildmatch reads `a**` as `a*` and `***/` as `**/`; pathspec's regex for
+    # `************a` backtracked for minutes. (Patterns like `*a*a*a*a*a*a*a*b` are left to
+    # the timing test below: git's own wildmatch takes ~50 s on them against a long name.)
+    "************a", "************b", "a**", "**b", "***/gen", "[!x]*", "[a-c]?*", "[z-a]",
+    "[]a]*", "[!a-c]",
 ]  # fmt: skip
 
 
