@@ -6,10 +6,16 @@ What a reader sees is what gets indexed:
   files overriding shallower ones), `.git/info/exclude`, the `.gitignore` files of an
   enclosing repository when `root` is a sub-folder of one, plus an optional `.codeqaignore`
   at the root and `DiscoverOptions.extra_ignore` (both overriding git's rules, so they can
-  also re-include with `!pattern`). Patterns are compiled by `pathspec.GitIgnoreSpec`. Ignored
-  folders are not entered: git cannot re-include a file whose parent folder is excluded.
-  tests/test_discover.py checks the result against `git ls-files --others --exclude-standard`.
-  The user's global excludes file is not read, so an index is the same on every machine.
+  also re-include with `!pattern`). Patterns are matched by our own wildmatch-style matcher
+  (below) in time at most proportional to pattern length times path length, whatever a hostile
+  .gitignore holds; a line git would never match (`!`, a trailing `\\`, an unclosed `[`) is
+  skipped and yielded as an IgnoreWarning. Ignored folders are not entered: git cannot
+  re-include a file whose parent folder is excluded. tests/test_discover.py checks the result
+  against `git ls-files --others --exclude-standard`. The user's global excludes file is not
+  read, so an index is the same on every machine.
+- Secrets: by name (SECRET_FILE_PATTERNS, SECRET_DIRS) and by content (retrieval/secrets.py):
+  a file holding a private-key block is skipped as SECRET; a credential literal inside any
+  other file is replaced by «redacted» in `read_source`, so every reader sees the same text.
 - Text: UTF-8, invalid bytes replaced (never dropped); a UTF-8 byte-order mark is removed
   (it is invisible to readers and is not on any line of its own, so line numbers hold);
   UTF-16 with a byte-order mark is decoded. CRLF line ends become LF, so that line N of
@@ -18,9 +24,9 @@ What a reader sees is what gets indexed:
   U+2028 etc. and would disagree with those line numbers; split on "\\n".
 - `sha256` is of the raw bytes on disk, before any of the above.
 
-Order is deterministic: depth first, entries sorted by name, so paths come out sorted
-by their `/`-separated parts. Pruned folders are reported once, as a SkippedFile whose
-path ends in "/"; `.git` is left out silently.
+Order is deterministic: depth first (an explicit stack, so depth has no limit), entries
+sorted by name, so paths come out sorted by their `/`-separated parts. Pruned folders are
+reported once, as a SkippedFile whose path ends in "/"; `.git` is left out silently.
 """
 
 from __future__ import annotations
@@ -33,12 +39,13 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
-import pathspec
 from codeqa.retrieval.errors import RepoNotFound
 from codeqa.retrieval.languages import language_for
 from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
+from codeqa.retrieval.secrets import redact, scan_secrets
 
 # ---------------------------------------------------------------------------
 # Tuning constants and fixed lists, with their reasons.
@@ -94,15 +101,18 @@ LOCK_FILE_SUFFIXES = (".lock", ".lockfile")
 DATA_FILE_SUFFIXES = (".po", ".pot", ".map", ".svg", ".csv", ".tsv")
 
 # A user's keys must never land in an index or a prompt. Names are matched lower-cased.
-# `.env` templates (`.env.example` …) are kept: they exist to be committed and shared, and
-# they answer "what settings does this need?". `credentials`/`secrets` are only secret as
+# Templates (`.env.example`, `terraform.tfvars.example` …) are kept: they exist to be
+# committed and shared, and they answer "what settings does this need?"; their content is
+# still scanned (retrieval/secrets.py). `credentials`/`secrets` are only secret as
 # data files: `credentials.py` or `secrets.py` is code (botocore, google-auth, the stdlib).
 SECRET_FILE_PATTERNS = (
     ".env", ".env.*", ".envrc", "*.env",
     "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk", "*.kdbx",
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    "*.p8", "*.asc", "*.gpg",
     ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".dockercfg", ".htpasswd",
-    "*.tfstate", "*.tfstate.*",
+    ".pgpass", ".s3cfg", ".boto", ".vault-token", "kubeconfig", "*.kubeconfig",
+    "*.tfstate", "*.tfstate.*", "*.tfvars", "*.tfvars.json",
     "credentials", "secrets",
 )
 SECRET_DATA_STEMS = ("credentials", "secrets", "secret", "service-account", "service_account")
@@ -110,7 +120,7 @@ SECRET_DATA_EXTENSIONS = frozenset({
     ".json", ".yml", ".yaml", ".toml", ".ini", ".cfg", ".conf", ".env", ".txt", ".xml",
     ".properties", ".csv", ".enc",
 })
-ENV_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
+TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
 SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker"})
 
 # Extensions that are binary without looking: saves reading images, archives, fonts,
@@ -151,20 +161,223 @@ class DiscoverOptions:
 # Ignore rules
 
 
-_Compiled = tuple[tuple[re.Pattern[str], bool], ...]
+@dataclass(frozen=True, slots=True)
+class IgnoreWarning:
+    """An ignore-file line git would skip as invalid; discovery skips it too and says so."""
+
+    source: str  # the ignore file, relative to the root ("extra_ignore" for options)
+    line: int  # 1-based
+    pattern: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: ignored invalid pattern {self.pattern!r}"
+
+
+class _InvalidPattern(ValueError):
+    pass
+
+
+# Git ignore patterns are matched here rather than by pathspec's regex translation, whose
+# backtracking made `************a` against a long name take minutes. A pattern is a list of
+# path segments; within a segment `*` and `?` never cross "/" and a run of stars is one star
+# (git's wildmatch: "other consecutive asterisks are regular asterisks"); a whole segment `**`
+# matches zero or more segments. Both levels use the same wildcard matcher, which keeps only
+# the latest star to back up to: O(len(pattern) * len(text)) at worst, never exponential.
+class _Wild(Enum):
+    STAR = "*"  # any run of characters within a segment
+    ANY = "?"  # one character
+    GLOBSTAR = "**"  # a whole segment `**`: any run of segments
+
+
+_STAR, _ANY, _GLOBSTAR = _Wild.STAR, _Wild.ANY, _Wild.GLOBSTAR
+_POSIX_CLASSES = {
+    "alnum": str.isalnum, "alpha": str.isalpha, "blank": lambda c: c in " \t",
+    "cntrl": lambda c: ord(c) < 32 or ord(c) == 127, "digit": str.isdigit,
+    "graph": lambda c: c.isprintable() and not c.isspace(), "lower": str.islower,
+    "print": str.isprintable, "punct": lambda c: c.isprintable() and not c.isalnum()
+    and not c.isspace(), "space": str.isspace, "upper": str.isupper,
+    "xdigit": lambda c: c in "0123456789abcdefABCDEF",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _CharClass:
+    negated: bool
+    chars: frozenset[str]
+    ranges: tuple[tuple[str, str], ...]
+    named: tuple[str, ...]
+
+    def matches(self, char: str) -> bool:
+        found = (
+            char in self.chars
+            or any(low <= char <= high for low, high in self.ranges)
+            or any(_POSIX_CLASSES[name](char) for name in self.named)
+        )
+        return found != self.negated
+
+
+_Token = str | _Wild | _CharClass  # a literal character, `*`, `?` or a bracket expression
+
+
+def _wildcard_match(pattern: tuple[object, ...], items: list[str] | str, star: _Wild) -> bool:
+    """Match items against pattern, where `star` matches any run of items: no backtracking
+    beyond the latest star, which is enough because a later star can absorb anything an
+    earlier one could."""
+    p = i = 0
+    star_p, star_i = -1, 0
+    while i < len(items):
+        if p < len(pattern) and pattern[p] is star:
+            star_p, star_i = p, i
+            p += 1
+        elif p < len(pattern) and _one_matches(pattern[p], items[i]):
+            p += 1
+            i += 1
+        elif star_p >= 0:
+            star_i += 1
+            p, i = star_p + 1, star_i
+        else:
+            return False
+    while p < len(pattern) and pattern[p] is star:
+        p += 1
+    return p == len(pattern)
+
+
+def _one_matches(token: object, item: str) -> bool:
+    if isinstance(token, _Segment):
+        return token.matches(item)
+    if isinstance(token, _CharClass):
+        return token.matches(item)
+    return token is _ANY or token == item
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    literal: str | None  # set when the segment has no wildcards: a plain comparison
+    tokens: tuple[_Token, ...]
+
+    def matches(self, name: str) -> bool:
+        if self.literal is not None:
+            return self.literal == name
+        return _wildcard_match(self.tokens, name, _STAR)
+
+
+def _parse_class(text: str, start: int) -> tuple[_CharClass, int]:
+    """The bracket expression opening at text[start]; returns it and the index after "]"."""
+    i = start + 1
+    negated = i < len(text) and text[i] in "!^"
+    i += negated
+    chars: set[str] = set()
+    ranges: list[tuple[str, str]] = []
+    named: list[str] = []
+    first = True
+    while i < len(text):
+        char = text[i]
+        if char == "]" and not first:
+            return _CharClass(negated, frozenset(chars), tuple(ranges), tuple(named)), i + 1
+        first = False
+        if text.startswith("[:", i):
+            close = text.find(":]", i + 2)
+            if close < 0 or text[i + 2 : close] not in _POSIX_CLASSES:
+                raise _InvalidPattern("unknown character class")
+            named.append(text[i + 2 : close])
+            i = close + 2
+            continue
+        if char == "\\":
+            i += 1
+            if i == len(text):
+                break
+            char = text[i]
+        if i + 2 < len(text) and text[i + 1] == "-" and text[i + 2] != "]":
+            high_at = i + 2
+            if text[high_at] == "\\":
+                high_at += 1
+                if high_at == len(text):
+                    break
+            high = text[high_at]
+            # git's wildmatch compares the first character on its own before seeing the "-",
+            # so a reversed range such as `[z-a]` still matches "z" (and nothing else).
+            chars.add(char)
+            ranges.append((char, high))
+            i = high_at + 1
+            continue
+        chars.add(char)
+        i += 1
+    raise _InvalidPattern("unclosed [")  # git's wildmatch: such a pattern never matches
+
+
+def _parse_segment(text: str) -> _Segment | _Wild:
+    if len(text) >= 2 and text.strip("*") == "":
+        return _GLOBSTAR  # git: two or more stars as a whole segment (`**`, `***`)
+    tokens: list[_Token] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "*":
+            if not tokens or tokens[-1] is not _STAR:
+                tokens.append(_STAR)
+            i += 1
+        elif char == "?":
+            tokens.append(_ANY)
+            i += 1
+        elif char == "[":
+            bracket, i = _parse_class(text, i)
+            tokens.append(bracket)
+        elif char == "\\":
+            if i + 1 == len(text):
+                raise _InvalidPattern("trailing backslash")
+            tokens.append(text[i + 1])
+            i += 2
+        else:
+            tokens.append(char)
+            i += 1
+    plain = all(isinstance(token, str) for token in tokens)
+    return _Segment("".join(str(token) for token in tokens) if plain else None, tuple(tokens))
+
+
+_ANY_SEGMENT = _Segment(None, (_STAR,))
+
+
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    segments: tuple[_Segment | _Wild, ...]
+    ignores: bool  # False for a "!" re-include
+
+    def matches(self, path: str) -> bool:
+        return _wildcard_match(self.segments, path.split("/"), _GLOBSTAR)
+
+
+def _parse_pattern(line: str) -> _Pattern | None:
+    """One gitignore line as a pattern; None for blanks and comments."""
+    if not line or line.startswith("#"):
+        return None
+    ignores = True
+    if line.startswith("!"):
+        ignores, line = False, line[1:]
+        if not line:
+            raise _InvalidPattern("empty negation")
+    anchored = "/" in line
+    segments = [_parse_segment(part) for part in line.split("/") if part]
+    if not segments:
+        raise _InvalidPattern("no name")
+    if not anchored:
+        segments.insert(0, _GLOBSTAR)  # a bare name matches at any depth
+    if segments[-1] is _GLOBSTAR:
+        segments.insert(-1, _ANY_SEGMENT)  # `dir/**` is everything inside dir, not dir itself
+    return _Pattern(tuple(segments), ignores)
+
+
+_Compiled = tuple[_Pattern, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class _IgnoreLayer:
     """One ignore file's patterns, anchored at the folder it lives in, last pattern first.
 
-    Patterns are compiled by `pathspec.GitIgnoreSpec`; only the decision is ours, because the
-    walk already prunes ignored folders and so needs git's per-path rule, not pathspec's
-    "this path or anything beneath a match": a pattern counts only if it matches the path
-    itself. Folders are matched by name (no trailing "/") against the patterns with the "/"
-    of folder-only patterns (`build/`) dropped; folder-only patterns never match a file.
-    So `lib/foo/**` does not exclude lib/foo itself and `!lib/foo/keep.txt` re-includes, as
-    in git.
+    A pattern counts only if it matches the path itself (the walk prunes ignored folders, so
+    it needs git's per-path rule). Folders are matched by name (no trailing "/") against the
+    patterns with the "/" of folder-only patterns (`build/`) dropped; folder-only patterns
+    never match a file. So `lib/foo/**` does not exclude lib/foo itself and
+    `!lib/foo/keep.txt` re-includes, as in git.
     """
 
     files: _Compiled
@@ -173,45 +386,39 @@ class _IgnoreLayer:
     prepend: str  # for an enclosing repo's files: the root's path below that layer's folder
 
     def decide(self, rel: str, is_dir: bool) -> bool | None:
+        """True: ignored; False: re-included; None: no pattern of this layer matches."""
         if not rel.startswith(self.strip):
             return None
         path = self.prepend + rel[len(self.strip) :]
-        for regex, include in self.folders if is_dir else self.files:
-            found = regex.match(path)
-            if found is not None and not _matched_only_beneath(found):
-                return include
+        for pattern in self.folders if is_dir else self.files:
+            if pattern.matches(path):
+                return pattern.ignores
         return None
-
-
-def _matched_only_beneath(found: re.Match[str]) -> bool:
-    """True when pathspec's regex matched a parent folder of the path, not the path itself."""
-    # pathspec (pinned 1.1.1) names the "/" that follows a matched parent folder `ps_d`.
-    return "ps_d" in found.re.groupindex and found.group("ps_d") is not None
 
 
 _TRAILING_UNESCAPED_SPACES = re.compile(r"(?<!\\) +$")
 
 
-def _compile(lines: list[str]) -> _Compiled:
-    compiled = pathspec.GitIgnoreSpec.from_lines(lines).patterns
-    return tuple(
-        (pattern.regex, pattern.include)
-        for pattern in reversed(compiled)
-        if pattern.include is not None and pattern.regex is not None
-    )
-
-
-def _layer(lines: list[str], strip: str = "", prepend: str = "") -> _IgnoreLayer:
-    file_lines: list[str] = []
-    folder_lines: list[str] = []
-    for line in lines:
-        line = _TRAILING_UNESCAPED_SPACES.sub("", line)
-        if len(line) > 1 and line.endswith("/"):
-            folder_lines.append(line[:-1])
-        else:
-            file_lines.append(line)
-            folder_lines.append(line)
-    return _IgnoreLayer(_compile(file_lines), _compile(folder_lines), strip, prepend)
+def _layer(
+    lines: list[str], source: str, warnings: list[IgnoreWarning], strip: str = "", prepend: str = ""
+) -> _IgnoreLayer:
+    """Compile an ignore file's lines; invalid ones are skipped, as git does, and reported."""
+    files: list[_Pattern] = []
+    folders: list[_Pattern] = []
+    for number, raw in enumerate(lines, start=1):
+        line = _TRAILING_UNESCAPED_SPACES.sub("", raw)
+        folder_only = len(line) > 1 and line.endswith("/") and not line.endswith("\\/")
+        try:
+            pattern = _parse_pattern(line[:-1] if folder_only else line)
+        except _InvalidPattern:
+            warnings.append(IgnoreWarning(source, number, line))
+            continue
+        if pattern is None:
+            continue
+        folders.append(pattern)
+        if not folder_only:
+            files.append(pattern)
+    return _IgnoreLayer(tuple(reversed(files)), tuple(reversed(folders)), strip, prepend)
 
 
 class _IgnoreRules:
@@ -242,14 +449,16 @@ def _read_patterns(path: str) -> list[str] | None:
     return raw.decode("utf-8", errors="replace").splitlines()
 
 
-def _layer_from_file(path: str, strip: str = "", prepend: str = "") -> _IgnoreLayer | None:
+def _layer_from_file(
+    path: str, source: str, warnings: list[IgnoreWarning], strip: str = "", prepend: str = ""
+) -> _IgnoreLayer | None:
     lines = _read_patterns(path)
     if not lines:
         return None
-    return _layer(lines, strip, prepend)
+    return _layer(lines, source, warnings, strip, prepend)
 
 
-def _enclosing_git_layers(root: Path) -> list[_IgnoreLayer]:
+def _enclosing_git_layers(root: Path, warnings: list[IgnoreWarning]) -> list[_IgnoreLayer]:
     """.gitignore files of folders above `root` inside the same git work tree, deepest first."""
     layers: list[_IgnoreLayer] = []
     below = ""
@@ -260,27 +469,32 @@ def _enclosing_git_layers(root: Path) -> list[_IgnoreLayer]:
             return []  # not inside a git work tree: nothing above applies
         below = f"{current.name}/{below}"
         current = parent
-        layer = _layer_from_file(os.path.join(current, GITIGNORE_FILE), prepend=below)
+        path = os.path.join(current, GITIGNORE_FILE)
+        layer = _layer_from_file(path, os.path.relpath(path, root), warnings, prepend=below)
         if layer is not None:
             layers.append(layer)
     if below:
-        exclude = _layer_from_file(os.path.join(current, ".git", "info", "exclude"), prepend=below)
+        path = os.path.join(current, ".git", "info", "exclude")
+        exclude = _layer_from_file(path, os.path.relpath(path, root), warnings, prepend=below)
         if exclude is not None:
             layers.append(exclude)
     return layers
 
 
-def _initial_rules(root: Path, options: DiscoverOptions) -> tuple[_IgnoreRules, int]:
+def _initial_rules(
+    root: Path, options: DiscoverOptions, warnings: list[IgnoreWarning]
+) -> tuple[_IgnoreRules, int]:
     """Rules before any .gitignore under root is read, and how many layers override those."""
     overriding: list[_IgnoreLayer] = []
     if options.extra_ignore:
-        overriding.append(_layer(list(options.extra_ignore)))
-    codeqa = _layer_from_file(os.path.join(root, CODEQA_IGNORE_FILE))
+        overriding.append(_layer(list(options.extra_ignore), "extra_ignore", warnings))
+    codeqa = _layer_from_file(os.path.join(root, CODEQA_IGNORE_FILE), CODEQA_IGNORE_FILE, warnings)
     if codeqa is not None:
         overriding.append(codeqa)
     below: list[_IgnoreLayer] = []
-    exclude = _layer_from_file(os.path.join(root, ".git", "info", "exclude"))
-    below.extend(_enclosing_git_layers(Path(os.path.realpath(root))))
+    exclude_path = os.path.join(root, ".git", "info", "exclude")
+    exclude = _layer_from_file(exclude_path, ".git/info/exclude", warnings)
+    below.extend(_enclosing_git_layers(Path(os.path.realpath(root)), warnings))
     if exclude is not None:
         below.append(exclude)
     return _IgnoreRules(tuple(overriding + below)), len(overriding)
@@ -292,7 +506,7 @@ def _initial_rules(root: Path, options: DiscoverOptions) -> tuple[_IgnoreRules, 
 
 def _is_secret_name(name: str) -> bool:
     lowered = name.lower()
-    if lowered.startswith(".env") and lowered.endswith(ENV_TEMPLATE_SUFFIXES):
+    if lowered.endswith(TEMPLATE_SUFFIXES):
         return False
     if _SECRET_NAME.match(lowered):
         return True
@@ -326,8 +540,11 @@ def _decode(raw: bytes) -> str | None:
     return text.replace("\r\n", "\n") if "\r" in text else text
 
 
-def read_source(abs_path: str, rel: str, max_bytes: int) -> SourceFile | SkippedFile:
-    """Read one file exactly as discovery does: size limit, binary sniff, decoding, language."""
+def read_source(
+    abs_path: str, rel: str, max_bytes: int, include_secrets: bool = False
+) -> SourceFile | SkippedFile:
+    """Read one file exactly as discovery does: size limit, binary sniff, decoding, language,
+    secrets (a private key makes the file SECRET; a credential inside code is redacted)."""
     try:
         # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
         descriptor = os.open(abs_path, os.O_RDONLY | _O_NONBLOCK)
@@ -346,23 +563,50 @@ def read_source(abs_path: str, rel: str, max_bytes: int) -> SourceFile | Skipped
     text = _decode(raw)
     if text is None:
         return SkippedFile(rel, SkipReason.BINARY)
+    redacted = 0
+    if not include_secrets:
+        found = scan_secrets(text)
+        if found.is_key_file:
+            return SkippedFile(rel, SkipReason.SECRET)
+        text, redacted = redact(text, found.spans), len(found.spans)
     first_line = text[: text.find("\n")] if "\n" in text else text
     language = language_for(rel, first_line=first_line[:200])
-    return SourceFile(rel, language, text, hashlib.sha256(raw).hexdigest())
+    return SourceFile(rel, language, text, hashlib.sha256(raw).hexdigest(), redacted)
 
 
 # ---------------------------------------------------------------------------
-# The walk
+# The walk, and the same rules for one path
 
 
-def discover(
-    root: Path | str, options: DiscoverOptions | None = None
-) -> Iterator[SourceFile | SkippedFile]:
-    """Yield every file under `root` as a SourceFile, or a SkippedFile saying why not.
+DiscoveredItem = SourceFile | SkippedFile | IgnoreWarning
+
+
+def discover(root: Path | str, options: DiscoverOptions | None = None) -> Iterator[DiscoveredItem]:
+    """Yield every file under `root` as a SourceFile, or a SkippedFile saying why not, and an
+    IgnoreWarning for each invalid ignore pattern (which, as in git, is skipped).
 
     Raises RepoNotFound at once (not on first iteration) when `root` is missing, is a
     file, or cannot be listed.
     """
+    walk = _Walk(_checked_root(root), options or DiscoverOptions())
+    return walk.run()
+
+
+def read_repo_file(
+    root: Path | str, rel: str, options: DiscoverOptions | None = None
+) -> SourceFile | SkippedFile:
+    """Read one repository file exactly as discover() would yield it, or say why not.
+
+    The one read-time check for anything that reads a path it was given (the agent, cited
+    sources, the code viewer): `rel` must be a plain relative POSIX path (no "..", ".", empty
+    parts, NUL, backslash or leading "/"); it must resolve inside the root; no folder above it
+    may be one the walk skips; and the file itself must pass every rule of the walk.
+    """
+    walk = _Walk(_checked_root(root), options or DiscoverOptions())
+    return walk.one(rel)
+
+
+def _checked_root(root: Path | str) -> Path:
     root_path = Path(root).expanduser()
     if not root_path.exists():
         raise RepoNotFound(f"Repository path does not exist: {root_path}")
@@ -374,9 +618,18 @@ def discover(
     except OSError as error:
         reason = error.strerror or "cannot be read"
         raise RepoNotFound(f"Cannot read repository folder {root_path}: {reason}") from None
-    options = options or DiscoverOptions()
-    walk = _Walk(root_path, options)
-    return walk.run()
+    return root_path
+
+
+@dataclass(slots=True)
+class _Folder:
+    """A folder being walked: its remaining entries and the rules that hold inside it."""
+
+    entries: Iterator[os.DirEntry[str]]
+    path: str  # where to list it: the real path when reached through a symlink
+    rel: str  # relative to the root, ending in "/" ("" for the root)
+    real: str
+    rules: _IgnoreRules
 
 
 class _Walk:
@@ -384,81 +637,153 @@ class _Walk:
         self.root = str(root)
         self.root_real = os.path.realpath(root)
         self.options = options
-        self.rules, self.overriding = _initial_rules(root, options)
+        self.warnings: list[IgnoreWarning] = []
+        self.rules, self.overriding = _initial_rules(root, options, self.warnings)
 
-    def run(self) -> Iterator[SourceFile | SkippedFile]:
-        yield from self._walk_dir(self.root, "", self.root_real, self.rules, frozenset())
+    def run(self) -> Iterator[DiscoveredItem]:
+        """Depth first with an explicit stack (no recursion limit on deep trees)."""
+        yield from self._take_warnings()
+        root = self._open(self.root, "", self.root_real, self.rules)
+        if isinstance(root, SkippedFile):
+            return
+        stack = [root]
+        on_stack = {root.real}  # real paths of the open folders: a link back to one is a loop
+        yield from self._take_warnings()
+        while stack:
+            folder = stack[-1]
+            entry = next(folder.entries, None)
+            if entry is None:
+                stack.pop()
+                on_stack.discard(folder.real)
+                continue
+            outcome = self._visit(entry, folder, on_stack)
+            if isinstance(outcome, _Folder):
+                stack.append(outcome)
+                on_stack.add(outcome.real)
+                yield from self._take_warnings()
+            elif outcome is not None:
+                yield outcome
+            else:
+                yield from self._take_warnings()  # a tool folder or unreadable one has none
+
+    def _take_warnings(self) -> list[IgnoreWarning]:
+        taken, self.warnings = self.warnings, []
+        return taken
+
+    def _open(
+        self, path: str, rel_dir: str, real: str, rules: _IgnoreRules
+    ) -> _Folder | SkippedFile:
+        """List a folder and add its .gitignore, or say why it is not entered."""
+        try:
+            with os.scandir(path) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:
+            return SkippedFile(rel_dir, SkipReason.UNREADABLE)
+        names = {entry.name for entry in entries}
+        if rel_dir and self._is_tool_dir(rel_dir, names):
+            return SkippedFile(rel_dir, SkipReason.IGNORED)
+        if GITIGNORE_FILE in names:
+            source = rel_dir + GITIGNORE_FILE
+            gitignore = os.path.join(path, GITIGNORE_FILE)
+            layer = _layer_from_file(gitignore, source, self.warnings, strip=rel_dir)
+            if layer is not None:
+                rules = rules.with_layer_below(self.overriding, layer)
+        return _Folder(iter(entries), path, rel_dir, real, rules)
+
+    def _visit(
+        self, entry: os.DirEntry[str], folder: _Folder, on_stack: set[str]
+    ) -> _Folder | SourceFile | SkippedFile | None:
+        """What one folder entry becomes: a folder to enter, a file, a skip, or nothing."""
+        name = entry.name
+        if name in VCS_DIRS:
+            return None
+        rel = folder.rel + name
+        target = entry.path
+        real: str | None = None
+        try:
+            is_link = entry.is_symlink()
+            if not is_link:
+                is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            return SkippedFile(rel, SkipReason.UNREADABLE)
+        if is_link:
+            outcome = self._resolve_link(entry.path, rel)
+            if isinstance(outcome, SkippedFile):
+                return outcome
+            real = target = outcome
+            is_dir = os.path.isdir(real)
+        if is_dir:
+            skipped = self._skip_dir(name, rel, folder.rules)
+            if skipped is not None:
+                return skipped
+            real = real or os.path.join(folder.real, name)
+            if real in on_stack:
+                return SkippedFile(rel + "/", SkipReason.SYMLINK_LOOP)
+            return self._open(target, rel + "/", real, folder.rules)
+        return self._read_file(name, rel, target, folder.rules, real)
+
+    def _read_file(
+        self, name: str, rel: str, path: str, rules: _IgnoreRules, real: str | None
+    ) -> SourceFile | SkippedFile:
+        reason = self._skip_file_reason(name, rel, rules, real)
+        if reason is not None:
+            return SkippedFile(rel, reason)
+        return read_source(path, rel, self.options.max_file_bytes, self.options.include_secrets)
+
+    def one(self, rel: str) -> SourceFile | SkippedFile:
+        """The walk's verdict on one path, following only the folders on the way to it."""
+        parts = rel.split("/") if isinstance(rel, str) else []
+        if (
+            not parts
+            or "\0" in rel
+            or "\\" in rel
+            or any(part in ("", ".", "..") for part in parts)
+        ):
+            return SkippedFile(str(rel), SkipReason.NOT_A_PATH)
+        root = self._open(self.root, "", self.root_real, self.rules)
+        if isinstance(root, SkippedFile):
+            return SkippedFile(rel, SkipReason.UNREADABLE)
+        path, real, rules = self.root, self.root_real, root.rules
+        on_way = {real}
+        for depth, name in enumerate(parts):
+            if name in VCS_DIRS:
+                return SkippedFile(rel, SkipReason.IGNORED)
+            part_rel = "/".join(parts[: depth + 1])
+            entry = os.path.join(path, name)
+            try:
+                info = os.lstat(entry)
+            except OSError:
+                return SkippedFile(rel, SkipReason.UNREADABLE)
+            link_real: str | None = None
+            if stat.S_ISLNK(info.st_mode):
+                outcome = self._resolve_link(entry, part_rel)
+                if isinstance(outcome, SkippedFile):
+                    return SkippedFile(rel, outcome.reason)
+                link_real = entry = outcome
+                is_dir = os.path.isdir(link_real)
+            else:
+                is_dir = stat.S_ISDIR(info.st_mode)
+            if depth == len(parts) - 1:
+                if is_dir:
+                    return SkippedFile(rel, SkipReason.NOT_A_PATH)
+                return self._read_file(name, rel, entry, rules, link_real)
+            if not is_dir:
+                return SkippedFile(rel, SkipReason.NOT_A_PATH)
+            skipped = self._skip_dir(name, part_rel, rules)
+            if skipped is not None:
+                return SkippedFile(rel, skipped.reason)
+            real = link_real or os.path.join(real, name)
+            if real in on_way:
+                return SkippedFile(rel, SkipReason.SYMLINK_LOOP)
+            on_way.add(real)
+            opened = self._open(entry, part_rel + "/", real, rules)
+            if isinstance(opened, SkippedFile):
+                return SkippedFile(rel, opened.reason)
+            path, rules = entry, opened.rules
+        return SkippedFile(rel, SkipReason.NOT_A_PATH)  # unreachable: parts is never empty
 
     def _inside_repo(self, real: str) -> bool:
         return real == self.root_real or real.startswith(self.root_real + os.sep)
-
-    def _walk_dir(
-        self,
-        abs_dir: str,
-        rel_dir: str,
-        real_dir: str,
-        rules: _IgnoreRules,
-        ancestors: frozenset[str],
-    ) -> Iterator[SourceFile | SkippedFile]:
-        try:
-            with os.scandir(abs_dir) as scan:
-                entries = sorted(scan, key=lambda entry: entry.name)
-        except OSError:
-            if rel_dir:
-                yield SkippedFile(rel_dir, SkipReason.UNREADABLE)
-            return
-        names = {entry.name for entry in entries}
-        if rel_dir and self._is_tool_dir(rel_dir, names):
-            yield SkippedFile(rel_dir, SkipReason.IGNORED)
-            return
-        if GITIGNORE_FILE in names:
-            layer = _layer_from_file(os.path.join(abs_dir, GITIGNORE_FILE), strip=rel_dir)
-            if layer is not None:
-                rules = rules.with_layer_below(self.overriding, layer)
-        ancestors = ancestors | {real_dir}
-
-        for entry in entries:
-            name = entry.name
-            if name in VCS_DIRS:
-                continue
-            rel = rel_dir + name
-            target = entry.path
-            real: str | None = None
-            try:
-                is_link = entry.is_symlink()
-            except OSError:
-                yield SkippedFile(rel, SkipReason.UNREADABLE)
-                continue
-            if is_link:
-                outcome = self._resolve_link(entry.path, rel)
-                if isinstance(outcome, SkippedFile):
-                    yield outcome
-                    continue
-                real = target = outcome
-                is_dir = os.path.isdir(real)
-            else:
-                try:
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    yield SkippedFile(rel, SkipReason.UNREADABLE)
-                    continue
-
-            if is_dir:
-                skipped = self._skip_dir(name, rel, rules)
-                if skipped is not None:
-                    yield skipped
-                    continue
-                real = real or os.path.join(real_dir, name)
-                if real in ancestors:
-                    yield SkippedFile(rel + "/", SkipReason.SYMLINK_LOOP)
-                    continue
-                yield from self._walk_dir(target, rel + "/", real, rules, ancestors)
-            else:
-                reason = self._skip_file_reason(name, rel, rules, real)
-                if reason is not None:
-                    yield SkippedFile(rel, reason)
-                    continue
-                yield read_source(target, rel, self.options.max_file_bytes)
 
     def _resolve_link(self, link: str, rel: str) -> str | SkippedFile:
         """The real path a symlink leads to inside the repo, or why it is not followed."""

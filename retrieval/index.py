@@ -29,7 +29,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
-from codeqa.retrieval.discover import DiscoverOptions, discover
+from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover
 from codeqa.retrieval.embedders import (
     EMBEDDING_TEXT_VERSION,
     Embedder,
@@ -100,6 +100,8 @@ class IndexReport:
     files_changed: int = 0
     files_removed: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
+    ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped
     chunks_added: int = 0
     chunks_total: int = 0
     vectors_embedded: int = 0
@@ -367,6 +369,11 @@ def _scan(
         if isinstance(item, SkippedFile):
             report.skipped[str(item.reason)] += 1
             continue
+        if isinstance(item, IgnoreWarning):
+            report.ignore_warnings.append(str(item))
+            continue
+        if item.redacted:
+            report.redacted[item.path] = item.redacted
         seen.add(item.path)
         if manifest.files.get(item.path) != item.sha256:
             changed.append(item)

@@ -19,6 +19,7 @@ class SourceFile:
     language: str | None  # tree-sitter language name, or None for plain text
     text: str
     sha256: str  # hash of the raw bytes on disk: the incremental indexer's change test
+    redacted: int = 0  # secret values replaced in `text` (retrieval/secrets.py)
 
 
 class SkipReason(StrEnum):
@@ -31,6 +32,7 @@ class SkipReason(StrEnum):
     SYMLINK_OUTSIDE = "symlink outside repo"
     SYMLINK_LOOP = "symlink loop"
     UNREADABLE = "unreadable"
+    NOT_A_PATH = "not a file path in the repo"  # read_repo_file: "..", "/x", a folder …
 
 
 @dataclass(frozen=True, slots=True)

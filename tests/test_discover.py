@@ -7,10 +7,11 @@ import hashlib
 import os
 import random
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.discover import DiscoverOptions, discover
+from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover, read_repo_file
 from codeqa.retrieval.errors import RepoNotFound
 from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
 
@@ -97,12 +98,20 @@ def test_ignore_decisions_agree_with_git_on_a_tree_using_every_rule_kind(tmp_pat
     assert expected <= set(indexed(tmp_path))
 
 
-RANDOM_NAMES = ["a", "b", "c", "foo", "gen", "x.py", "y.log", "z.tmp", "keep.log", "d.py"]
+RANDOM_NAMES = [
+    "a", "b", "c", "foo", "gen", "x.py", "y.log", "z.tmp", "keep.log", "d.py", "a" * 60 + "b",
+    "ab" * 30,
+]  # fmt: skip
 RANDOM_PATTERNS = [
     "*.log", "!keep.log", "/a", "a/", "foo/**", "!foo/x.py", "**/gen", "**/gen/**", "b/*",
     "!b/d.py", "*.py", "!x.py", "/c/", "c", "gen/", "a/**/x.py", "*", "!*/", "!*.py", "foo",
     "!foo/", "**/b/", "b/**/", "z.*", "/foo/gen/", "**", "a/b", "!a/b/", "/*", "*/c", "?.py",
     "[ab]", "foo/*/",
+    # Star runs: git's wildmatch reads `a**` as `a*` and `***/` as `**/`; pathspec's regex for
+    # `************a` backtracked for minutes. (Patterns like `*a*a*a*a*a*a*a*b` are left to
+    # the timing test below: git's own wildmatch takes ~50 s on them against a long name.)
+    "************a", "************b", "a**", "**b", "***/gen", "[!x]*", "[a-c]?*", "[z-a]",
+    "[]a]*", "[!a-c]",
 ]  # fmt: skip
 
 
@@ -334,6 +343,13 @@ def test_lock_files_are_skipped(tmp_path: Path, name: str) -> None:
         "terraform.tfstate",
         ".git-credentials",
         "ID_RSA",
+        "AuthKey_7QX2K9L4M1.p8",
+        "terraform.tfvars",
+        "prod.auto.tfvars",
+        ".s3cfg",
+        ".vault-token",
+        "kubeconfig",
+        ".pgpass",
     ],
 )
 def test_secrets_are_skipped_by_default(tmp_path: Path, name: str) -> None:
@@ -353,6 +369,7 @@ def test_secret_folders_are_skipped(tmp_path: Path) -> None:
         ".env.example",
         ".env.sample",
         ".env.template",
+        "terraform.tfvars.example",
         "credentials.py",
         "secrets.py",
         "secretary.json",
@@ -575,3 +592,188 @@ def test_translation_catalogs_and_other_data_files_are_skipped_by_default(tmp_pa
         if isinstance(item, SourceFile)
     }
     assert {"locale/django.po", "app.js.map", "table.csv"} <= with_data
+
+
+# --- invalid and pathological patterns, deep trees -------------------------------------
+
+
+def test_invalid_ignore_patterns_are_skipped_with_a_warning_like_git(tmp_path: Path) -> None:
+    git_init(tmp_path)
+    make_tree(
+        tmp_path,
+        {
+            ".gitignore": "*.log\n[z-a]\n!\n\\\n[unclosed\n",
+            "a.log": "ignored\n",
+            "z": "ignored: git reads [z-a] as 'z' then an empty range\n",
+            "y": "kept\n",
+            "[unclosed": "kept: the invalid pattern matches nothing\n",
+            "app.py": "x\n",
+        },
+    )
+    items = list(discover(tmp_path))
+    warnings = [str(item) for item in items if isinstance(item, IgnoreWarning)]
+    assert warnings == [
+        ".gitignore:3: ignored invalid pattern '!'",
+        ".gitignore:4: ignored invalid pattern '\\\\'",
+        ".gitignore:5: ignored invalid pattern '[unclosed'",
+    ]
+    assert set(indexed(tmp_path)) == git_untracked_not_ignored(tmp_path)
+
+
+def test_invalid_patterns_of_nested_and_extra_ignores_name_their_source(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"pkg/.gitignore": "ok\n[b-\n", "pkg/x.py": "x\n"})
+    options = DiscoverOptions(extra_ignore=("!",))
+    warnings = [
+        str(item) for item in discover(tmp_path, options) if isinstance(item, IgnoreWarning)
+    ]
+    assert warnings == [
+        "extra_ignore:1: ignored invalid pattern '!'",
+        "pkg/.gitignore:2: ignored invalid pattern '[b-'",
+    ]
+
+
+def test_pathological_star_patterns_over_long_names_finish_in_under_a_second(
+    tmp_path: Path,
+) -> None:
+    name = "a" * 250  # the longest a file system allows is 255
+    deep = "/".join([name] * 12)
+    make_tree(
+        tmp_path,
+        {
+            ".gitignore": "************a*\n" + "*a" * 40 + "*b\n" + "**/" * 30 + "*a*a*a*c\n",
+            f"{deep}/{name}": "ignored by the first line\n",
+            f"{deep}/{name}c": "ignored by the first line too\n",
+            "b" * 250: "kept\n",
+        },
+    )
+    started = time.perf_counter()
+    found = indexed(tmp_path)
+    assert time.perf_counter() - started < 1.0
+    assert set(found) == {".gitignore", "b" * 250}
+
+
+def test_a_tree_2000_folders_deep_is_walked_without_recursion_limits(tmp_path: Path) -> None:
+    deepest = "/".join(["d"] * 2000)  # one-letter names: the whole path stays under PATH_MAX
+    parent = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(2000):  # relative to an open folder: os.makedirs recurses, long paths crawl
+        os.mkdir("d", dir_fd=parent)
+        child = os.open("d", os.O_RDONLY, dir_fd=parent)
+        os.close(parent)
+        parent = child
+    os.close(parent)
+    (tmp_path / deepest / "f.py").write_text("x\n")
+    (tmp_path / "top.py").write_text("x\n")
+    try:
+        assert [item.path for item in discover(tmp_path)] == [f"{deepest}/f.py", "top.py"]
+        assert isinstance(read_repo_file(tmp_path, f"{deepest}/f.py"), SourceFile)
+    finally:
+        remove_folder_chain(tmp_path / "d")
+
+
+def remove_folder_chain(top: Path) -> None:
+    """Delete nested `d/d/d/…` from the top down: shutil.rmtree (and pytest's clean-up of
+    old tmp folders) recurses once per level and would hit the recursion limit."""
+    while top.exists():
+        for child in top.iterdir():
+            if child.name != "d":
+                child.unlink()
+        if (top / "d").exists():
+            below = top.parent / "below"
+            os.rename(top / "d", below)
+            top.rmdir()
+            os.rename(below, top)
+        else:
+            top.rmdir()
+
+
+# --- read_repo_file: the walk's verdict on one path -------------------------------------
+
+
+def rich_repo(root: Path) -> Path:
+    """Nested .gitignores with negations, ignored and secret folders, links in and out."""
+    outside = make_tree(root / "outside", {"leak.py": "x\n", "dir/y.py": "y\n"})
+    repo = make_tree(
+        root / "repo",
+        {
+            ".gitignore": "*.log\n!keep.log\nbuild/\n.env\n",
+            ".codeqaignore": "docs/private/\n",
+            ".env": "TOKEN=1\n",
+            "keep.log": "kept\n",
+            "drop.log": "ignored\n",
+            "app.py": 'AWS_KEY = "AKIAZ7QX2K9L4M1N8P3R"\n',
+            "build/out.py": "ignored folder\n",
+            "docs/private/notes.md": "codeqaignored\n",
+            "docs/guide.md": "# guide\n",
+            "pkg/.gitignore": "*.tmp\n!keep.tmp\ngen/**\n!gen/keep.py\n",
+            "pkg/a.tmp": "ignored\n",
+            "pkg/keep.tmp": "kept\n",
+            "pkg/gen/drop.py": "ignored\n",
+            "pkg/gen/keep.py": "kept\n",
+            "pkg/yarn.lock": "lock\n",
+            "pkg/data.csv": "a,b\n",
+            "pkg/img.png": b"\x89PNG\0",
+            "pkg/key.txt": "-----BEGIN PRIVATE KEY-----\n" + "A" * 64 + "\n",
+            "node_modules/x/index.js": "x\n",
+            ".ssh/config": "Host x\n",
+            "venv/pyvenv.cfg": "home = /usr\n",
+            "venv/lib.py": "x\n",
+            ".git/config": "[core]\n",
+        },
+    )
+    (repo / "link_in.py").symlink_to(repo / "app.py")
+    (repo / "link_dir").symlink_to(repo / "pkg")
+    (repo / "link_out.py").symlink_to(outside / "leak.py")
+    (repo / "link_out_dir").symlink_to(outside / "dir")
+    (repo / "link_env").symlink_to(repo / ".env")
+    (repo / "loop").symlink_to(repo)
+    return repo
+
+
+def test_read_repo_file_agrees_with_the_walk_on_every_path_it_yields(tmp_path: Path) -> None:
+    repo = rich_repo(tmp_path)
+    walked = [item for item in discover(repo) if not isinstance(item, IgnoreWarning)]
+    assert {item.path for item in walked if isinstance(item, SourceFile)} >= {"app.py", "keep.log"}
+    for item in walked:
+        if item.path.endswith("/"):
+            continue  # a pruned folder, not a file path
+        assert read_repo_file(repo, item.path) == item, item.path
+
+
+@pytest.mark.parametrize(
+    ("rel", "reason"),
+    [
+        ("build/out.py", SkipReason.IGNORED),
+        ("docs/private/notes.md", SkipReason.IGNORED),
+        ("pkg/gen/drop.py", SkipReason.IGNORED),
+        ("node_modules/x/index.js", SkipReason.IGNORED),
+        ("venv/lib.py", SkipReason.IGNORED),
+        (".git/config", SkipReason.IGNORED),
+        (".ssh/config", SkipReason.SECRET),
+        ("link_env", SkipReason.SECRET),
+        ("link_out.py", SkipReason.SYMLINK_OUTSIDE),
+        ("link_out_dir/y.py", SkipReason.SYMLINK_OUTSIDE),
+        ("loop/app.py", SkipReason.SYMLINK_LOOP),
+        ("../outside/leak.py", SkipReason.NOT_A_PATH),
+        ("pkg/../app.py", SkipReason.NOT_A_PATH),
+        ("./app.py", SkipReason.NOT_A_PATH),
+        ("/etc/passwd", SkipReason.NOT_A_PATH),
+        ("pkg\\a.tmp", SkipReason.NOT_A_PATH),
+        ("app.py\0.txt", SkipReason.NOT_A_PATH),
+        ("pkg//keep.tmp", SkipReason.NOT_A_PATH),
+        ("pkg", SkipReason.NOT_A_PATH),
+        ("", SkipReason.NOT_A_PATH),
+        ("missing.py", SkipReason.UNREADABLE),
+        ("app.py/x", SkipReason.NOT_A_PATH),
+    ],
+)
+def test_read_repo_file_refuses_paths_the_walk_never_yields(
+    tmp_path: Path, rel: str, reason: SkipReason
+) -> None:
+    assert read_repo_file(rich_repo(tmp_path), rel) == SkippedFile(rel, reason)
+
+
+def test_read_repo_file_returns_redacted_text_like_the_walk(tmp_path: Path) -> None:
+    found = read_repo_file(rich_repo(tmp_path), "link_dir/gen/keep.py")
+    assert isinstance(found, SourceFile) and found.text == "kept\n"
+    app = read_repo_file(tmp_path / "repo", "app.py")
+    assert isinstance(app, SourceFile) and "AKIA" not in app.text and app.redacted == 1

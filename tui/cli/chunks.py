@@ -9,10 +9,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codeqa.retrieval.chunker import chunk_file
 from codeqa.retrieval.errors import RepoNotFound
-from codeqa.retrieval.records import Chunk, SkippedFile, SourceFile
+from codeqa.retrieval.records import Chunk, SkippedFile
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.discover import DiscoveredItem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +38,12 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     files = skipped = 0
     kinds: Counter[str] = Counter()
+    from codeqa.retrieval.discover import IgnoreWarning
+
     for item in _source_files(args.path):
+        if isinstance(item, IgnoreWarning):
+            print(f"codeqa: {item}", file=sys.stderr)
+            continue
         if isinstance(item, SkippedFile):
             skipped += 1
             continue
@@ -54,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _source_files(path: Path) -> Iterator[SourceFile | SkippedFile]:
+def _source_files(path: Path) -> Iterator[DiscoveredItem]:
     if path.is_dir():
         from codeqa.retrieval.discover import discover
 

@@ -69,4 +69,9 @@ def summary_lines(report: IndexReport) -> list[str]:
         f"done in {report.seconds_total:.1f} s",
         f"  index: {report.index_dir}",
     ]
+    if report.redacted:
+        lines[1] += (
+            f"; redacted {sum(report.redacted.values())} values in {len(report.redacted)} files"
+        )
+    lines.extend(f"  {warning}" for warning in report.ignore_warnings)
     return lines
