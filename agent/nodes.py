@@ -160,7 +160,7 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         str(context.tools.repo_root),
     )
     text = checked.text.strip() or "The model returned an empty answer."
-    notes = state.get("notes", []) + checked.notes
+    notes = state.get("notes", []) + checked.notes + context.tools.refusal_notes()
     if checked.repaired or checked.removed:
         text += (
             f"\n\n_Citation check: {checked.repaired} corrected, {checked.removed} removed "

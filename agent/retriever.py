@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
+from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
 
 
 class Retriever(Protocol):
@@ -18,3 +18,7 @@ class Retriever(Protocol):
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]: ...
 
     def chunks_for_path(self, path: str) -> list[Chunk]: ...
+
+    def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
+        """The file read now under discovery's rules, as indexed; or why it is refused."""
+        ...

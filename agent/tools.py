@@ -1,7 +1,8 @@
 """Exact tools beside semantic search: grep the repo, look a symbol up, read a line range.
 
-Only files the index accepted (or discovery would accept) are ever read, so secrets
-and ignored files never reach a prompt.
+Every read goes through the index's read check (`Index.read_file`): discovery's rules
+applied again at read time, and the content the index holds. So secrets, ignored files,
+symlinks leading out and files changed since indexing never reach a prompt.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from codeqa.agent.retriever import Retriever
-from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SourceFile
+from codeqa.retrieval.records import Chunk, SearchHit, SkippedFile, SkipReason, SourceFile
 
 # A grep for a common word would flood the evidence; the first matches per
 # needle, spread over files, are what a reader would look at.
@@ -34,6 +35,9 @@ class RepoTools:
         self._lines: dict[str, list[str] | None] = {}
         self._chunks: dict[str, list[Chunk]] = {}
         self._discovered: dict[str, SourceFile] | None = None
+        # Files the index's read check refused (changed since indexing, now a symlink out
+        # of the repository, now secret, …), and why: the answer says so in its notes.
+        self.refused: dict[str, SkipReason] = {}
 
     @property
     def repo_root(self) -> Path:
@@ -47,23 +51,19 @@ class RepoTools:
         return self._chunks[path]
 
     def lines(self, path: str) -> list[str] | None:
-        """The current lines of an indexed file, or None if it is not in the index or unreadable."""
+        """The lines of an indexed file as indexed, or None if the read check refuses it."""
+        if not _is_relative_posix(path):
+            return None
         if path not in self._lines:
             self._lines[path] = self._read(path)
         return self._lines[path]
 
     def _read(self, path: str) -> list[str] | None:
-        if not _is_relative_posix(path):
+        found = self._retriever.read_file(path)
+        if isinstance(found, SkippedFile):
+            self.refused[path] = found.reason
             return None
-        if self._discovered is not None and path in self._discovered:
-            return split_lines(self._discovered[path].text)
-        if not self.chunks(path):
-            return None
-        try:
-            raw = (self._root / path).read_bytes()
-        except OSError:
-            return None
-        return split_lines(raw.decode("utf-8", errors="replace"))
+        return found.lines
 
     def read_range(self, path: str, start: int, end: int) -> str | None:
         """Lines start..end (1-based, inclusive, clipped to the file) or None."""
@@ -84,6 +84,15 @@ class RepoTools:
         matches = [known for known in self._files() if known.endswith("/" + path)]
         return matches[0] if len(matches) == 1 else None
 
+    def refusal_notes(self) -> list[str]:
+        """One note per file the read check refused, for the answer's notes."""
+        return [
+            f"Did not read {path}: {reason}"
+            + (" (run `codeqa index` to update the index)" if reason is SkipReason.CHANGED else "")
+            + "."
+            for path, reason in sorted(self.refused.items())
+        ]
+
     def find_symbol(self, name: str, limit: int = 5) -> list[Chunk]:
         return self._retriever.find_symbol(name, limit)
 
@@ -96,7 +105,7 @@ class RepoTools:
             if needle not in file.text:
                 continue
             in_file = 0
-            for number, line in enumerate(split_lines(file.text), start=1):
+            for number, line in enumerate(file.lines, start=1):
                 if needle in line:
                     matches.append(GrepMatch(path, number, line))
                     in_file += 1
@@ -136,22 +145,6 @@ class RepoTools:
         return self._discovered
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines as editors and tree-sitter number them: split on newlines only.
-
-    `str.splitlines` also splits on form feeds and other separators common in
-    old source files, which would shift every line number after them.
-    """
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
 def _is_relative_posix(path: str) -> bool:
     pure = PurePosixPath(path)
     return bool(path) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in path
-
-
-def is_minified(chunk: Chunk) -> bool:
-    return chunk.kind is ChunkKind.MINIFIED

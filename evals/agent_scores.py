@@ -9,6 +9,8 @@ from pathlib import Path
 from codeqa.agent.answer import Answer, Citation
 from codeqa.evals.dataset import Question
 from codeqa.evals.metrics import overlaps_gold
+from codeqa.retrieval.discover import read_repo_file
+from codeqa.retrieval.records import SkippedFile
 
 AGENT_METRIC_NAMES = (
     "citations_valid",
@@ -57,16 +59,9 @@ def citation_is_valid(citation: Citation, repo: Path, line_counts: dict[str, int
 
 
 def _line_count(repo: Path, relative: str) -> int | None:
-    root = repo.resolve()
-    target = (root / relative).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
-        return None
-    try:
-        with open(target, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    return len(data.splitlines())
+    """Lines of `relative` as the index numbers them; None where the read check refuses it."""
+    found = read_repo_file(repo, relative)
+    return None if isinstance(found, SkippedFile) else len(found.lines)
 
 
 def score_answer(answer: Answer, question: Question, repo: Path, seconds: float) -> AgentScores:

@@ -29,7 +29,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
-from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover
+from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover, read_repo_file
 from codeqa.retrieval.embedders import (
     EMBEDDING_TEXT_VERSION,
     Embedder,
@@ -48,7 +48,14 @@ from codeqa.retrieval.errors import (
 from codeqa.retrieval.keywords import KEYWORDS_VERSION
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
 from codeqa.retrieval.query import analyze_query
-from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
+from codeqa.retrieval.records import (
+    Chunk,
+    SearchHit,
+    SearchMode,
+    SkippedFile,
+    SkipReason,
+    SourceFile,
+)
 from codeqa.retrieval.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
 from codeqa.retrieval.store import QueryVector, Store
 from codeqa.retrieval.vector_cache import VectorCache
@@ -354,6 +361,11 @@ def _wipe(directory: Path, settings: IndexSettings) -> None:
         raise cannot_write(directory, error) from None
 
 
+def discover_options(settings: IndexSettings) -> DiscoverOptions:
+    """What discovery skips for this index: the walk and every later read use the same rules."""
+    return DiscoverOptions(max_file_bytes=settings.max_file_bytes)
+
+
 def _scan(
     root: Path,
     settings: IndexSettings,
@@ -362,7 +374,7 @@ def _scan(
     notify: ProgressCallback,
 ) -> tuple[list[SourceFile], set[str]]:
     """Walk the repo; return the files whose content differs from the index, and every path seen."""
-    options = DiscoverOptions(max_file_bytes=settings.max_file_bytes)
+    options = discover_options(settings)
     changed: list[SourceFile] = []
     seen: set[str] = set()
     for item in discover(root, options):
@@ -547,6 +559,32 @@ class Index:
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self._store.find_symbol(name, limit)
+
+    def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
+        """`path` read now under discovery's rules, as the index holds it; or why it is refused.
+
+        Every read of repository content for a prompt, a snippet or a viewer comes here.
+        The rules are applied again at read time (inside the root, not ignored, not secret,
+        not binary): the repository may have changed since indexing, e.g. a file turned into
+        a symlink to a secret. With `as_indexed` the content must also be the version that
+        was indexed, so that line numbers mean what the index says; a viewer showing a file
+        the user just edited passes False.
+        """
+        found = read_repo_file(self.repo_root, path, discover_options(self._settings))
+        if isinstance(found, SkippedFile) or not as_indexed:
+            return found
+        indexed = self.manifest.files.get(path)
+        if indexed is None:
+            return SkippedFile(path, SkipReason.NOT_INDEXED)
+        if indexed != found.sha256:
+            return SkippedFile(path, SkipReason.CHANGED)
+        return found
+        indexed = self.manifest.files.get(path)
+        if indexed is None:
+            return SkippedFile(path, SkipReason.NOT_INDEXED)
+        if indexed != found.sha256:
+            return SkippedFile(path, SkipReason.CHANGED)
+        return found
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
         return self._store.chunks_for_path(path)

@@ -21,6 +21,18 @@ class SourceFile:
     sha256: str  # hash of the raw bytes on disk: the incremental indexer's change test
     redacted: int = 0  # secret values replaced in `text` (retrieval/secrets.py)
 
+    @property
+    def lines(self) -> list[str]:
+        """The file's lines as editors, git and tree-sitter number them (line N is lines[N-1]).
+
+        Split on "\\n" only: `str.splitlines` also breaks at form feeds, U+2028 and the like,
+        which would shift every line number after them. Discovery already turned CRLF into LF.
+        """
+        lines = self.text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return lines
+
 
 class SkipReason(StrEnum):
     BINARY = "binary"
@@ -33,6 +45,9 @@ class SkipReason(StrEnum):
     SYMLINK_LOOP = "symlink loop"
     UNREADABLE = "unreadable"
     NOT_A_PATH = "not a file path in the repo"  # read_repo_file: "..", "/x", a folder …
+    # Index.read_file: the file is fine, but not what the index holds.
+    CHANGED = "changed since indexing"
+    NOT_INDEXED = "not in the index"
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,3 +61,14 @@ def json_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     index = open_index(repo, settings)
     yield index
     index.close()
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch):
+    """Install a scripted litellm provider "scripted/…"; returns a function taking its replies."""
+    from scripted_llm import Reply, ScriptedModel, install_scripted
+
+    def install(*replies: Reply) -> ScriptedModel:
+        return install_scripted(monkeypatch, *replies)
+
+    return install

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import litellm
@@ -12,46 +11,9 @@ import pytest
 from codeqa.agent import AgentSettings, Assistant, LLMError, LLMRateLimited, LLMUnavailable
 from codeqa.agent.prompts import prompt_tokens
 from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW
-from codeqa.agent.tools import split_lines
-from litellm import CustomLLM
-from litellm.types.utils import GenericStreamingChunk
+from codeqa.retrieval.discover import read_repo_file
 
-Reply = str | Exception | Callable[[list[dict]], str]
 LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
-
-
-class ScriptedModel(CustomLLM):
-    """Answers each call with the next scripted reply: a text, an error, or f(messages)."""
-
-    def __init__(self, replies: list[Reply]):
-        super().__init__()
-        self.replies = list(replies)
-        self.calls: list[list[dict]] = []
-
-    def _next(self, messages: list[dict]) -> str:
-        self.calls.append(messages)
-        reply = self.replies.pop(0) if self.replies else "{}"
-        if isinstance(reply, Exception):
-            raise reply
-        return reply(messages) if callable(reply) else reply
-
-    def completion(self, model, messages, *args, **kwargs):
-        return litellm.completion(
-            model="openai/scripted", messages=messages, mock_response=self._next(messages)
-        )
-
-    def streaming(self, model, messages, *args, **kwargs):
-        words = re.findall(r"\S+\s*|\s+", self._next(messages)) or [""]
-        for index, word in enumerate(words):
-            last = index == len(words) - 1
-            yield GenericStreamingChunk(
-                text=word,
-                is_finished=last,
-                finish_reason="stop" if last else None,
-                usage=None,
-                index=0,
-                tool_use=None,
-            )
 
 
 @pytest.fixture(scope="module")
@@ -62,23 +24,6 @@ def json_repo(json_index) -> Path:
 @pytest.fixture(scope="module")
 def retriever(json_index):
     return json_index
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    """Install a scripted provider "scripted/…" for the test; returns a function to load replies."""
-    installed: list[ScriptedModel] = []
-
-    def install(*replies: Reply) -> ScriptedModel:
-        model = ScriptedModel(list(replies))
-        monkeypatch.setattr(
-            litellm, "custom_provider_map", [{"provider": "scripted", "custom_handler": model}]
-        )
-        litellm._custom_providers = ["scripted"]  # what litellm's own setter registers
-        installed.append(model)
-        return model
-
-    return install
 
 
 def settings(**changes) -> AgentSettings:
@@ -124,7 +69,7 @@ def test_evidence_is_labelled_and_line_numbered_as_in_the_file(retriever, script
     Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
     prompt = model.calls[-1][-1]["content"]
     path, start, _ = shown_labels(model.calls[-1])[0]
-    first_line = split_lines((json_repo / path).read_text())[start - 1]
+    first_line = read_repo_file(json_repo, path).lines[start - 1]
     assert f"{start} | {first_line}" in prompt
 
 

@@ -10,9 +10,8 @@ from codeqa.agent.answer import Citation
 from codeqa.agent.citations import parse_citations
 from codeqa.agent.evidence import Excerpt
 from codeqa.agent.offline import NO_MODEL_NOTICE, describe, offline_draft
-from codeqa.agent.tools import split_lines
 from codeqa.retrieval.chunker import chunk_file
-from codeqa.retrieval.discover import discover
+from codeqa.retrieval.discover import discover, read_repo_file
 from codeqa.retrieval.records import SearchHit, SourceFile
 
 
@@ -42,7 +41,7 @@ def test_every_offline_citation_names_real_lines(assistant, json_repo, question)
     assert answer.citations
     assert answer.model is None
     for citation in answer.citations:
-        lines = split_lines((json_repo / citation.path).read_text())
+        lines = read_repo_file(json_repo, citation.path).lines
         assert 1 <= citation.start_line <= citation.end_line <= len(lines), citation
         assert f"`{citation}`" in answer.text
 
@@ -57,7 +56,7 @@ def test_named_function_is_the_first_location(assistant):
 def test_error_message_in_the_question_is_found_by_exact_search(assistant, json_repo):
     answer = assistant.ask('Why do I get "Expecting property name enclosed in double quotes"?')
     assert "grep:Expecting property name enclosed in double quotes" in answer.queries
-    decoder = split_lines((json_repo / "json/decoder.py").read_text())
+    decoder = read_repo_file(json_repo, "json/decoder.py").lines
     cited_lines = [
         decoder[n - 1]
         for c in answer.citations
@@ -104,7 +103,7 @@ def _decoder_chunks(json_repo: Path) -> list:
 
 
 def _shown(path: str, start: int, end: int, repo: Path) -> Excerpt:
-    lines = split_lines((repo / path).read_text())
+    lines = read_repo_file(repo, path).lines
     return Excerpt(path, start, end, "\n".join(lines[start - 1 : end]))
 
 

@@ -377,11 +377,13 @@ class CodeqaApp(App[None]):
 
     def _open_viewer(self, opened: Citation) -> None:
         """Show `opened`; `n` / `p` there step through the answer's citations."""
-        root = self.index.repo_root if self.index is not None else Path(self.config.repo)
+        if self._retriever is None:
+            return  # nothing answered yet, so nothing to show
         citations = self.chat.query_one(CitationList).citations
         # Back from the code, the next thing typed is most likely a question.
         self.push_screen(
-            CodeViewerScreen(root, citations, opened), lambda _: self.chat.focus_question()
+            CodeViewerScreen(self._retriever, citations, opened),
+            lambda _: self.chat.focus_question(),
         )
 
     def action_help(self) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 from codeqa.agent.answer import Answer
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import Index, IndexReport, ProgressCallback, ProgressEvent
-from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
+from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
 from textual.message import Message
 
 if TYPE_CHECKING:
@@ -87,6 +87,9 @@ class LiveRetriever:
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self.index.find_symbol(name, limit)
+
+    def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
+        return self.index.read_file(path, as_indexed=as_indexed)
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
         return self.index.chunks_for_path(path)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 from codeqa.agent.answer import Citation
+from codeqa.agent.retriever import Retriever
 from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.records import SkippedFile, SkipReason
 from codeqa.tui.editor import editor_command
 from codeqa.tui.widgets.code_view import CodeView
 from codeqa.tui.widgets.location_text import fit_location
@@ -26,9 +27,12 @@ class CodeViewerScreen(Screen[None]):
         Binding("e", "open_editor", "Open in $EDITOR"),
     ]
 
-    def __init__(self, repo_root: Path, citations: list[Citation], opened: Citation) -> None:
+    def __init__(self, retriever: Retriever, citations: list[Citation], opened: Citation) -> None:
         super().__init__()
-        self.repo_root = repo_root
+        self.retriever = retriever
+        self.repo_root = retriever.repo_root
+        # After an edit in $EDITOR the file is shown as it is now, not as indexed.
+        self._edited: set[str] = set()
         self.citations = citations
         self.citation = opened
         # None: `opened` is evidence the answer does not cite; `n` then starts at the first.
@@ -50,7 +54,9 @@ class CodeViewerScreen(Screen[None]):
         view = self.query_one(CodeView)
         if citation.path != self._loaded_path:
             try:
-                text = read_source(self.repo_root, citation.path)
+                text = read_source(
+                    self.retriever, citation.path, as_indexed=citation.path not in self._edited
+                )
             except CodeqaError as error:
                 self.notify(str(error), title="Cannot show the code", severity="error")
                 view.load("", citation.path)
@@ -105,6 +111,7 @@ class CodeViewerScreen(Screen[None]):
             return
         if result.returncode != 0:
             self.notify(f"{command[0]} exited with status {result.returncode}", severity="warning")
+        self._edited.add(self.citation.path)
         self._loaded_path = None  # the file may have been edited: reload it
         self.show_citation()
         self.query_one(CodeView).move_cursor(line)
@@ -114,14 +121,10 @@ class SourceUnreadable(CodeqaError):
     pass
 
 
-def read_source(repo_root: Path, path: str) -> str:
-    """The text of a repo file for display; undecodable bytes are shown as replacement marks."""
-    target = (repo_root / path).resolve()
-    if not target.is_relative_to(repo_root.resolve()):
-        raise SourceUnreadable(f"{path} is outside the repository")
-    try:
-        return target.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise SourceUnreadable(f"{path} no longer exists; re-index with ctrl+r") from None
-    except OSError as error:
-        raise SourceUnreadable(f"cannot read {path}: {error.strerror or error}") from None
+def read_source(retriever: Retriever, path: str, *, as_indexed: bool = True) -> str:
+    """The text of a repo file for display, through the index's read check."""
+    found = retriever.read_file(path, as_indexed=as_indexed)
+    if isinstance(found, SkippedFile):
+        hint = "; re-index with ctrl+r" if found.reason is SkipReason.CHANGED else ""
+        raise SourceUnreadable(f"{path} is not shown: {found.reason}{hint}")
+    return found.text
