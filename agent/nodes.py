@@ -24,9 +24,9 @@ from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import AgentState, Query, QueryKind, Turn
 from codeqa.agent.tools import RepoTools
-from codeqa.retrieval.query import cap_query
 from codeqa.retrieval.records import SearchHit
-from codeqa.retrieval.store import RRF_K
+from codeqa.retrieval.search.query import cap_query
+from codeqa.retrieval.stores.protocol import RRF_K
 from langgraph.runtime import Runtime
 
 # The per-query lists are fused by reciprocal rank with the store's RRF_K: it keeps

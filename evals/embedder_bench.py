@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from codeqa.retrieval.embedders import Embedder, embedding_text, load_embedder
+from codeqa.retrieval.embedders.registry import Embedder, embedding_text, load_embedder
 from codeqa.retrieval.records import Chunk, ChunkKind
 
 TOP_K = 10
@@ -168,7 +168,7 @@ def make_embedder(spec: str) -> Embedder:
     """`name` or `minilm-int8:<max_tokens>[:<tokens_per_batch>[:<threads>]]`."""
     name, *params = spec.split(":")
     if name == "minilm-int8" and params:
-        from codeqa.retrieval.embedder_onnx import OnnxEmbedder
+        from codeqa.retrieval.embedders.onnx import OnnxEmbedder
 
         values = [int(p) for p in params]
         kwargs = dict(zip(["max_tokens", "tokens_per_batch", "threads"], values, strict=False))

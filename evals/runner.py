@@ -13,9 +13,9 @@ from codeqa.evals.agent_scores import AgentScores, score_answer, score_failed_an
 from codeqa.evals.dataset import Question
 from codeqa.evals.judge import AnswerJudge, JudgeVerdict
 from codeqa.evals.metrics import QuestionScores, RankedResult, score_question
-from codeqa.retrieval.chunker import THREE_TIER
+from codeqa.retrieval.chunking.chunker import THREE_TIER
 from codeqa.retrieval.config import IndexSettings, index_dir_for
-from codeqa.retrieval.embedders import DEFAULT_EMBEDDER
+from codeqa.retrieval.embedders.registry import DEFAULT_EMBEDDER
 from codeqa.retrieval.errors import CodeqaError, RepoNotFound
 from codeqa.retrieval.records import SearchHit, SearchMode
 

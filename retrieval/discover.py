@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.errors import RepoNotFound
-from codeqa.retrieval.languages import language_for
 from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
 from codeqa.retrieval.secrets import redact, scan_secrets
 

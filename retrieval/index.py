@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from codeqa.retrieval.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits, chunk_file
+from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits, chunk_file
 from codeqa.retrieval.config import (
     CHUNKS_PER_EMBED_BATCH,
     CHUNKS_PER_STORE_WRITE,
@@ -30,12 +30,13 @@ from codeqa.retrieval.config import (
     vector_cache_path,
 )
 from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover, read_repo_file
-from codeqa.retrieval.embedders import (
+from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
     Embedder,
     embedding_text,
     load_embedder,
 )
+from codeqa.retrieval.embedders.vector_cache import VectorCache
 from codeqa.retrieval.errors import (
     CodeqaError,
     ConfigError,
@@ -45,9 +46,7 @@ from codeqa.retrieval.errors import (
     RepoNotFound,
     cannot_write,
 )
-from codeqa.retrieval.keywords import KEYWORDS_VERSION
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
-from codeqa.retrieval.query import analyze_query
 from codeqa.retrieval.records import (
     Chunk,
     SearchHit,
@@ -56,9 +55,10 @@ from codeqa.retrieval.records import (
     SkipReason,
     SourceFile,
 )
-from codeqa.retrieval.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
-from codeqa.retrieval.store import QueryVector, Store
-from codeqa.retrieval.vector_cache import VectorCache
+from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
+from codeqa.retrieval.search.query import analyze_query
+from codeqa.retrieval.search.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
+from codeqa.retrieval.stores.protocol import QueryVector, Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
 # what the embedder reads of a chunk.
@@ -130,11 +130,11 @@ def resolve_repo(repo: Path) -> Path:
 
 def open_store(settings: IndexSettings, directory: Path, dim: int) -> Store:
     if settings.store == "lancedb":
-        from codeqa.retrieval.store_lancedb import LanceStore
+        from codeqa.retrieval.stores.lancedb import LanceStore
 
         return LanceStore(directory / STORE_FOLDER, dim)
     if settings.store == "weaviate":
-        from codeqa.retrieval.store_weaviate import open_weaviate_store
+        from codeqa.retrieval.stores.weaviate import open_weaviate_store
 
         return open_weaviate_store(settings, directory, dim)
     raise ConfigError(f"unknown store {settings.store!r}; choose lancedb or weaviate")
@@ -347,7 +347,7 @@ def _wipe(directory: Path, settings: IndexSettings) -> None:
     """
     _require_codeqa_folder(directory)
     if settings.store == "weaviate":
-        from codeqa.retrieval.store_weaviate import drop_weaviate_index
+        from codeqa.retrieval.stores.weaviate import drop_weaviate_index
 
         drop_weaviate_index(settings, directory)
     try:

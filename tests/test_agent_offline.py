@@ -10,7 +10,7 @@ from codeqa.agent.answer import Citation
 from codeqa.agent.citations import parse_citations
 from codeqa.agent.evidence import Excerpt
 from codeqa.agent.offline import NO_MODEL_NOTICE, describe, offline_draft
-from codeqa.retrieval.chunker import chunk_file
+from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discover import discover, read_repo_file
 from codeqa.retrieval.records import SearchHit, SourceFile
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.chunker import CHUNKER_VERSION, ChunkLimits, chunk_file
-from codeqa.retrieval.languages import language_for
+from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, ChunkLimits, chunk_file
+from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.records import Chunk, ChunkKind, SourceFile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "languages"

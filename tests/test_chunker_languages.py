@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.chunker import ChunkLimits, chunk_file
-from codeqa.retrieval.languages import language_for
+from codeqa.retrieval.chunking.chunker import ChunkLimits, chunk_file
+from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.records import ChunkKind, SourceFile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "languages"

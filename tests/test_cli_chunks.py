@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from codeqa.retrieval.chunker import chunk_file
-from codeqa.retrieval.languages import language_for
+from codeqa.retrieval.chunking.chunker import chunk_file
+from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.records import SourceFile
 from codeqa.tui.cli import main
 

@@ -268,7 +268,8 @@ def test_windows_chunker_builds_its_own_index_of_fixed_overlapping_windows(
     # The sample's files are short (one window each); add a long one to see windows cut.
     repo = tmp_path / "codeqa"
     shutil.copytree(sample_corpora / "codeqa", repo)
-    long_file = "retrieval/chunker.py"
+    long_file = "retrieval/chunking/chunker.py"
+    (repo / long_file).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(codeqa_source_root() / long_file, repo / long_file)
     line_count = len((repo / long_file).read_text().splitlines())
     assert line_count > 300

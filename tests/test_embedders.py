@@ -6,18 +6,18 @@ import hashlib
 
 import numpy as np
 import pytest
-from codeqa.retrieval.embedder_litellm import LiteLLMEmbedder
-from codeqa.retrieval.embedder_onnx import OnnxEmbedder
-from codeqa.retrieval.embedders import (
+from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_MAX_CHARS,
     bundled_embedder_names,
     embedding_text,
     load_embedder,
 )
+from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
+from codeqa.retrieval.embedders.onnx import OnnxEmbedder
 from codeqa.retrieval.errors import EmbedderUnavailable
-from codeqa.retrieval.keywords import keyword_text
 from codeqa.retrieval.offline import prepare_offline_environment
 from codeqa.retrieval.records import Chunk, ChunkKind
+from codeqa.retrieval.search.keywords import keyword_text
 
 SEND_REQUEST = '''def send(self, request, stream=False, timeout=None, verify=True):
     """Sends a PreparedRequest object over HTTP and returns a Response."""

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
 from codeqa.retrieval.index import ProgressEvent, build_index, check_index, open_index
-from codeqa.retrieval.lancedb_import import import_lancedb
 from codeqa.retrieval.records import SearchMode
-from codeqa.retrieval.store_lancedb import LanceStore
+from codeqa.retrieval.stores.lancedb import LanceStore
+from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.tui.cli import main
 
 EMBED_MODEL = "wordllama"  # the bundled static model: embedding ~1,300 chunks takes ~0.2 s

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from codeqa.retrieval.keywords import keyword_query, keyword_text
 from codeqa.retrieval.records import Chunk, ChunkKind
+from codeqa.retrieval.search.keywords import keyword_query, keyword_text
 
 
 def test_camel_case_identifier_is_kept_and_split_with_acronyms_intact():

@@ -3,7 +3,7 @@
 from typing import get_args
 
 import pytest
-from codeqa.retrieval.languages import LANGUAGE_NAMES, language_for, language_for_shebang
+from codeqa.retrieval.chunking.languages import LANGUAGE_NAMES, language_for, language_for_shebang
 from tree_sitter_language_pack import SupportedLanguage
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from codeqa.retrieval.query import analyze_query, embedding_query, module_paths
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
-from codeqa.retrieval.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
+from codeqa.retrieval.search.query import analyze_query, embedding_query, module_paths
+from codeqa.retrieval.search.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
 
 ISSUE = """Unicode method names cause UnicodeDecodeError
 

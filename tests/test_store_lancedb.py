@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from codeqa.retrieval.lance_snapshot import VectorScan, lance_dot_distances
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
-from codeqa.retrieval.store import RRF_K
-from codeqa.retrieval.store_lancedb import (
+from codeqa.retrieval.stores.lance_snapshot import VectorScan, lance_dot_distances
+from codeqa.retrieval.stores.lancedb import (
     TABLE_NAME,
     VECTOR_COLUMN,
     LanceStore,
     LanceTuning,
     fuse_by_reciprocal_rank,
 )
+from codeqa.retrieval.stores.protocol import RRF_K
 
 # A store that never holds its table in memory: every search is LanceDB's own.
 LANCEDB_ALONE = LanceTuning(max_bytes_in_memory=0)
@@ -164,7 +164,7 @@ def test_lancedb_is_imported_without_its_rest_client_which_loads_on_first_use(tm
     script = f"""
 import sys
 from pathlib import Path
-from codeqa.retrieval.store_lancedb import LanceStore
+from codeqa.retrieval.stores.lancedb import LanceStore
 LanceStore(Path({str(tmp_path / "index")!r}), 4).close()
 assert "lance_namespace_urllib3_client.api" not in sys.modules
 import lance_namespace_urllib3_client

@@ -16,8 +16,8 @@ import pytest
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
 from codeqa.retrieval.records import Chunk, ChunkKind
-from codeqa.retrieval.store import chunk_to_row
-from codeqa.retrieval.store_weaviate import (
+from codeqa.retrieval.stores.protocol import chunk_to_row
+from codeqa.retrieval.stores.weaviate import (
     API_KEY_ENV,
     BINARY_DIR_ENV,
     BINARY_DOWNLOAD_HOST,

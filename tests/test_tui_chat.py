@@ -18,11 +18,17 @@ from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import LOCK_NAME, build_index
 from codeqa.retrieval.records import SearchMode
-from codeqa.tui.app import ChatConfig, CodeqaApp
-from codeqa.tui.screens import CodeViewerScreen, HelpScreen
+from codeqa.tui.chat.app import ChatConfig, CodeqaApp
+from codeqa.tui.chat.screens import CodeViewerScreen, HelpScreen
+from codeqa.tui.chat.widgets import (
+    AnswerMessage,
+    CitationList,
+    CodeView,
+    IndexProgress,
+    SourcesPanel,
+)
+from codeqa.tui.chat.widgets.location_text import fit_location
 from codeqa.tui.settings import Settings
-from codeqa.tui.widgets import AnswerMessage, CitationList, CodeView, IndexProgress, SourcesPanel
-from codeqa.tui.widgets.location_text import fit_location
 from litellm import CustomLLM
 from litellm.types.utils import GenericStreamingChunk
 from textual.pilot import Pilot

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from codeqa.tui.editor import EditorNotConfigured, editor_command
+from codeqa.tui.chat.editor import EditorNotConfigured, editor_command
 
 FILE = Path("/repo/shop/inventory.py")
 

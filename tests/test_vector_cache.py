@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
-from codeqa.retrieval.vector_cache import VectorCache
+from codeqa.retrieval.embedders.vector_cache import VectorCache
 
 MODEL_A = "onnx:model-a@pkg==1.0"
 MODEL_B = "litellm:text-embedding-3-small"
@@ -72,7 +72,7 @@ def test_process_killed_in_the_middle_of_a_write_loses_only_that_write(tmp_path)
         f"""
         import os, numpy as np
         from pathlib import Path
-        from codeqa.retrieval.vector_cache import VectorCache
+        from codeqa.retrieval.embedders.vector_cache import VectorCache
         cache = VectorCache(Path({str(path)!r}), {MODEL_A!r})
         cache.put_many({{"kept-" + str(i): np.ones(4, dtype=np.float32) for i in range(3)}})
         inserts = []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.store import Store
-from codeqa.retrieval.store_weaviate import (
+from codeqa.retrieval.stores.protocol import Store
+from codeqa.retrieval.stores.weaviate import (
     default_binary_dir,
     drop_weaviate_index,
     embedded_binary_file,

@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from codeqa.agent.settings import AgentSettings
     from codeqa.retrieval.index import resolve_repo
-    from codeqa.tui.app import ChatConfig, CodeqaApp
+    from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 
     repo = resolve_repo(args.repo)  # a missing repo is one line on the terminal, not a UI
     settings = settings_from_args(args, repo)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeqa.retrieval.chunker import chunk_file
+from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.errors import RepoNotFound
 from codeqa.retrieval.records import Chunk, SkippedFile
 

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from codeqa.retrieval.chunker import CHUNK_STRATEGIES, THREE_TIER
+from codeqa.retrieval.chunking.chunker import CHUNK_STRATEGIES, THREE_TIER
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.records import SearchMode
 
@@ -202,7 +202,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         display.close()
         if out is not None:
             out.close()
-    from codeqa.retrieval.chunker import CHUNKER_VERSION
+    from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION
 
     about = {
         "dataset": dataset.name,

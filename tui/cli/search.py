@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from codeqa.retrieval.errors import CodeqaError
-from codeqa.retrieval.query import MAX_QUERY_CHARS, cap_query
 from codeqa.retrieval.records import SearchHit, SearchMode
+from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 
 SNIPPET_LINES = 3

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 from codeqa.retrieval.records import Chunk
-from codeqa.retrieval.store import CHUNK_COLUMNS, chunk_from_row
+from codeqa.retrieval.stores.protocol import CHUNK_COLUMNS, chunk_from_row
 
 LANES = 16
 _EPS = float(np.finfo(np.float32).eps)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
-from codeqa.retrieval.keywords import keyword_text
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SearchMode
+from codeqa.retrieval.search.keywords import keyword_text
 
 # Reciprocal Rank Fusion constant: a hit at rank r (1-based) in one result list adds
 # 1 / (RRF_K + r). 60 is the value of Cormack et al. (SIGIR 2009) and LanceDB's default;

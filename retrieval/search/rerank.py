@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from codeqa.retrieval.query import QueryAnalysis, module_paths
 from codeqa.retrieval.records import Chunk, SearchHit
+from codeqa.retrieval.search.query import QueryAnalysis, module_paths
 
 
 @dataclass(frozen=True, slots=True)

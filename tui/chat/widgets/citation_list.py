@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from codeqa.agent.answer import Citation
-from codeqa.tui.widgets.location_text import fit_location
+from codeqa.tui.chat.widgets.location_text import fit_location
 from rich.text import Text
 from textual import events
 from textual.message import Message

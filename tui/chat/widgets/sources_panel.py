@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from codeqa.agent.answer import Citation
 from codeqa.retrieval.records import SearchHit
-from codeqa.tui.widgets.location_text import fit_location
+from codeqa.tui.chat.widgets.location_text import fit_location
 from textual import events
 from textual.message import Message
 from textual.widgets import DataTable

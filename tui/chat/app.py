@@ -18,9 +18,8 @@ from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.errors import CodeqaError, IndexMismatch
 from codeqa.retrieval.index import Index, IndexReport, ProgressEvent
-from codeqa.tui.screens import ChatScreen, CodeViewerScreen, HelpScreen
-from codeqa.tui.settings import Settings
-from codeqa.tui.widgets import (
+from codeqa.tui.chat.screens import ChatScreen, CodeViewerScreen, HelpScreen
+from codeqa.tui.chat.widgets import (
     AnswerMessage,
     CitationList,
     IndexProgress,
@@ -28,7 +27,7 @@ from codeqa.tui.widgets import (
     SourcesPanel,
     StatusBar,
 )
-from codeqa.tui.workers import (
+from codeqa.tui.chat.workers import (
     AnswerFailed,
     AnswerFinished,
     AnswerToken,
@@ -40,6 +39,7 @@ from codeqa.tui.workers import (
     in_daemon_thread,
     update_index,
 )
+from codeqa.tui.settings import Settings
 from textual import work
 from textual.app import App
 from textual.binding import Binding

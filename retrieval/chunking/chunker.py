@@ -12,7 +12,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from codeqa.retrieval import grammars
+from codeqa.retrieval.chunking import grammars
 from codeqa.retrieval.records import IMPORTS_PREFIX, Chunk, ChunkKind, SourceFile
 from tree_sitter import Node
 

@@ -8,9 +8,9 @@ from codeqa.agent.answer import Citation
 from codeqa.agent.retriever import Retriever
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.records import SkippedFile, SkipReason
-from codeqa.tui.editor import editor_command
-from codeqa.tui.widgets.code_view import CodeView
-from codeqa.tui.widgets.location_text import fit_location
+from codeqa.tui.chat.editor import editor_command
+from codeqa.tui.chat.widgets.code_view import CodeView
+from codeqa.tui.chat.widgets.location_text import fit_location
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.screen import Screen

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from codeqa.retrieval.embedders.model_files import bundled_file, file_sha256, verified_file
 from codeqa.retrieval.errors import EmbedderUnavailable
-from codeqa.retrieval.model_files import bundled_file, file_sha256, verified_file
 
 if TYPE_CHECKING:  # imported lazily at run time: onnxruntime costs ~0.3 s to import
     import onnxruntime

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from codeqa.agent.answer import Answer
-from codeqa.tui.widgets import (
+from codeqa.tui.chat.widgets import (
     AnswerMessage,
     CitationList,
     Conversation,

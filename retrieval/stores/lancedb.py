@@ -33,11 +33,11 @@ from codeqa.retrieval.errors import (
     cannot_write,
     write_failure_reason,
 )
-from codeqa.retrieval.keywords import MAX_WORD_LENGTH, keyword_query
-from codeqa.retrieval.lance_snapshot import TableSnapshot, VectorScan, chunks_from_table
-from codeqa.retrieval.lancedb_import import import_lancedb
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
-from codeqa.retrieval.store import (
+from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
+from codeqa.retrieval.stores.lance_snapshot import TableSnapshot, VectorScan, chunks_from_table
+from codeqa.retrieval.stores.lancedb_import import import_lancedb
+from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
     RRF_K,
     QueryVector,

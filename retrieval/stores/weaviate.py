@@ -34,9 +34,9 @@ from urllib.parse import urlsplit
 import numpy as np
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
-from codeqa.retrieval.keywords import keyword_query
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
-from codeqa.retrieval.store import (
+from codeqa.retrieval.search.keywords import keyword_query
+from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
     QueryVector,
     StoreHealth,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from codeqa.retrieval.embedders.model_files import bundled_file
 from codeqa.retrieval.errors import EmbedderUnavailable
-from codeqa.retrieval.model_files import bundled_file
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -54,13 +54,13 @@ def embedding_text(chunk: Chunk) -> str:
 
 
 def _minilm_int8() -> Embedder:
-    from codeqa.retrieval.embedder_onnx import OnnxEmbedder
+    from codeqa.retrieval.embedders.onnx import OnnxEmbedder
 
     return OnnxEmbedder()
 
 
 def _wordllama() -> Embedder:
-    from codeqa.retrieval.embedder_static import StaticEmbedder
+    from codeqa.retrieval.embedders.static import StaticEmbedder
 
     return StaticEmbedder()
 
@@ -96,7 +96,7 @@ def load_embedder(name: str | None = None) -> Embedder:
             f"this codeqa has no built-in embedder {key!r} (it offers "
             f"{', '.join(_BUNDLED)}); rebuild the index with `codeqa index --rebuild`"
         )
-    from codeqa.retrieval.embedder_litellm import LiteLLMEmbedder
+    from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
 
     model = key.removeprefix(LITELLM_PREFIX)
     return LiteLLMEmbedder(model)

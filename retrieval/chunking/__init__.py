@@ -1,0 +1,1 @@
+"""codeqa.retrieval.chunking."""
