@@ -32,7 +32,7 @@ from pathlib import Path
 from codeqa.retrieval.offline import prepare_offline_environment
 prepare_offline_environment()
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.index import build_index
+from codeqa.retrieval.indexing import build_index
 repo, index_dir, embed, cache = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
 settings = IndexSettings(index_dir=Path(index_dir), vector_cache=Path(cache) if cache else None)
 report = build_index(Path(repo), settings, embed=embed)

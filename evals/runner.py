@@ -140,7 +140,7 @@ class RunObserver:
     """Callbacks for a caller's progress display and incremental output; all optional."""
 
     corpus_started: Callable[[str, Path], None] = lambda corpus, repo: None
-    index_progress: Callable[[object], None] | None = None  # retrieval.index.ProgressEvent
+    index_progress: Callable[[object], None] | None = None  # retrieval.indexing.ProgressEvent
     corpus_indexed: Callable[[CorpusIndexed], None] = lambda event: None
     question_done: Callable[[QuestionResult], None] = lambda result: None
 
@@ -260,7 +260,8 @@ def _opened_index(
     options: EvalOptions,
     observe: RunObserver,
 ) -> Iterator[object]:
-    from codeqa.retrieval.index import build_index, open_index
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
 
     started = time.perf_counter()
     # build_index only re-reads files that changed, so reusing an index costs a scan.

@@ -1,52 +1,39 @@
-"""Build, update and open a repository's index: discover → chunk → store (BM25 at once) → vectors.
+"""An opened index: what the agent, the interfaces and the evals search and read.
 
-The index is searchable by keywords as soon as the chunks are stored; vectors are
-filled in afterwards (in the same run, or resumed by the next one), so a large
-repository is usable within seconds while the slower embedding catches up.
+Building and updating it is `indexing.py`'s job.
 """
 
 from __future__ import annotations
 
-import fcntl
-import shutil
 import threading
-import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits, chunk_file
 from codeqa.retrieval.config import (
-    CHUNKS_PER_EMBED_BATCH,
-    CHUNKS_PER_STORE_WRITE,
-    FILES_PER_BATCH,
-    REINDEX_AFTER_VECTORS,
     IndexSettings,
     index_dir_for,
     vector_cache_path,
 )
-from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover, read_repo_file
+from codeqa.retrieval.discover import read_repo_file
 from codeqa.retrieval.embedders.registry import (
-    EMBEDDING_TEXT_VERSION,
     Embedder,
-    embedding_text,
     load_embedder,
 )
 from codeqa.retrieval.embedders.vector_cache import VectorCache
 from codeqa.retrieval.errors import (
-    CodeqaError,
-    ConfigError,
-    IndexBusy,
     IndexMismatch,
     IndexNotFound,
-    RepoNotFound,
-    cannot_write,
 )
-from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
+from codeqa.retrieval.indexing import (
+    ProgressCallback,
+    content_version,
+    discover_options,
+    fill_vectors,
+    index_lock,
+    open_store,
+    resolve_repo,
+)
+from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import (
     Chunk,
     SearchHit,
@@ -55,450 +42,9 @@ from codeqa.retrieval.records import (
     SkipReason,
     SourceFile,
 )
-from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
 from codeqa.retrieval.search.query import analyze_query
 from codeqa.retrieval.search.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
-from codeqa.retrieval.stores.protocol import QueryVector, Store
-
-# What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
-# what the embedder reads of a chunk.
-CONTENT_VERSION = (
-    f"chunker {CHUNKER_VERSION}, keywords {KEYWORDS_VERSION}, "
-    f"embedding text {EMBEDDING_TEXT_VERSION}"
-)
-
-
-def content_version(chunker: str) -> str:
-    """CONTENT_VERSION for chunker strategy `chunker`; the default's string is unchanged."""
-    return CONTENT_VERSION if chunker == THREE_TIER else f"{CONTENT_VERSION}, {chunker}"
-
-
-STORE_FOLDER = "store"
-LOCK_NAME = "lock"
-# Written into every folder codeqa makes an index in: `--rebuild` wipes only a folder
-# holding it (or a manifest, for indexes made before it existed), and only codeqa's names.
-MARKER_NAME = "CODEQA_INDEX"
-MARKER_TEXT = (
-    "This folder holds a codeqa index. `codeqa index --rebuild` deletes the files codeqa\n"
-    f"made here ({MANIFEST_NAME}, {STORE_FOLDER}/) and nothing else.\n"
-)
-# The names a wipe removes: what the next run writes again from scratch.
-WIPED_NAMES = (MANIFEST_NAME, MANIFEST_NAME + ".tmp", STORE_FOLDER)
-
-
-@dataclass(frozen=True, slots=True)
-class ProgressEvent:
-    """One step of indexing, for a progress bar: `phase` is "scan", "chunk" or "embed"."""
-
-    phase: str
-    done: int
-    total: int
-    detail: str = ""
-
-
-ProgressCallback = Callable[[ProgressEvent], None]
-
-
-@dataclass
-class IndexReport:
-    repo_root: Path
-    index_dir: Path
-    files_seen: int = 0
-    files_changed: int = 0
-    files_removed: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
-    ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped
-    chunks_added: int = 0
-    chunks_total: int = 0
-    vectors_embedded: int = 0
-    vectors_from_cache: int = 0
-    vectors_pending: int = 0
-    seconds_to_searchable: float = 0.0
-    seconds_total: float = 0.0
-    embedder_name: str = ""
-
-
-def resolve_repo(repo: Path) -> Path:
-    path = Path(repo).expanduser()
-    if not path.exists():
-        raise RepoNotFound(f"repository path {str(path)!r} does not exist")
-    if not path.is_dir():
-        raise RepoNotFound(f"repository path {str(path)!r} is a file, not a folder")
-    return path.resolve()
-
-
-def open_store(settings: IndexSettings, directory: Path, dim: int) -> Store:
-    if settings.store == "lancedb":
-        from codeqa.retrieval.stores.lancedb import LanceStore
-
-        return LanceStore(directory / STORE_FOLDER, dim)
-    if settings.store == "weaviate":
-        from codeqa.retrieval.stores.weaviate import open_weaviate_store
-
-        return open_weaviate_store(settings, directory, dim)
-    raise ConfigError(f"unknown store {settings.store!r}; choose lancedb or weaviate")
-
-
-@contextmanager
-def _exclusive(directory: Path) -> Iterator[None]:
-    """One indexer per index at a time; a second one says so instead of corrupting it."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        handle = open(directory / LOCK_NAME, "a+")  # noqa: SIM115 - closed below
-    except OSError as error:
-        raise cannot_write(directory, error) from None
-    with handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise IndexBusy(
-                f"another codeqa process is indexing into {directory}; wait for it to finish"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _require_codeqa_folder(directory: Path, action: str = "rebuild in") -> None:
-    """Refuse a folder holding files that are not a codeqa index (e.g. a mistyped --index-dir).
-
-    Checked before every run, not only before wiping: an index built among a user's files
-    would later let `--rebuild` delete a `store/` folder that was the user's.
-    """
-    try:
-        if not directory.exists() or not [p for p in directory.iterdir() if p.name != LOCK_NAME]:
-            return
-    except OSError as error:
-        raise cannot_write(directory, error) from None
-    if (directory / MARKER_NAME).is_file() or (directory / MANIFEST_NAME).is_file():
-        return
-    raise ConfigError(
-        f"refusing to {action} {directory}: it holds files but no codeqa index ({MARKER_NAME} "
-        f"or {MANIFEST_NAME}), and they are not codeqa's to delete; pick a new or empty "
-        "--index-dir"
-    )
-
-
-def _mark(directory: Path) -> None:
-    """Claim the folder as a codeqa index (existing indexes get the marker too)."""
-    marker = directory / MARKER_NAME
-    if marker.is_file():
-        return
-    try:
-        marker.write_text(MARKER_TEXT, encoding="utf-8")
-    except OSError as error:
-        raise cannot_write(directory, error) from None
-
-
-def build_index(
-    repo: Path,
-    settings: IndexSettings,
-    progress: ProgressCallback | None = None,
-    *,
-    rebuild: bool = False,
-    embed: bool = True,
-    cancel: threading.Event | None = None,
-) -> IndexReport:
-    """Create or bring up to date the index of `repo`; only changed files are re-read.
-
-    With `embed=False` the index is complete for BM25 and the vectors are left for
-    `fill_vectors` (the TUI runs that in a background worker).
-    """
-    started = time.perf_counter()
-    root = resolve_repo(repo)
-    directory = index_dir_for(root, settings.index_dir)
-    notify = progress or (lambda event: None)
-    try:
-        limits = ChunkLimits(strategy=settings.chunker)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    # Before the lock file is made in it.
-    _require_codeqa_folder(directory, "rebuild in" if rebuild else "create an index in")
-    with _exclusive(directory):
-        if rebuild:
-            _wipe(directory, settings)
-        manifest = Manifest.load(directory)
-        _mark(directory)
-        embedder = load_embedder(settings.embed_model or (manifest and manifest.embedder_name))
-        if manifest is None:
-            manifest = Manifest(
-                repo_root=str(root),
-                embedder_name=embedder.name,
-                embedder_dim=embedder.dim,
-                chunker_version=content_version(settings.chunker),
-                store=settings.store,
-            )
-        else:
-            manifest.check_compatible(
-                embedder_name=embedder.name,
-                chunker_version=content_version(settings.chunker),
-                store=settings.store,
-            )
-        report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
-        changed, seen = _scan(root, settings, manifest, report, notify)
-        removed = sorted(set(manifest.files) - seen)
-        # A run that stopped before the end (Ctrl-C, kill, full disk) may have stored
-        # chunks of files it had not yet listed: those files are re-stored from scratch.
-        resuming = manifest.complete_chunks is None or not manifest.indexes_settled
-        if not changed and not removed and not resuming:
-            # Nothing to write: skip opening the store, the slowest part of a no-op run.
-            report.chunks_total = manifest.complete_chunks
-            report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
-            return report
-        manifest.complete_chunks = None  # unknown until this run finishes
-        manifest.indexes_settled = False
-        manifest.save(directory)
-        with _model_loading(embedder, wanted=embed and bool(changed)):
-            store = open_store(settings, directory, embedder.dim)
-            cache = VectorCache(vector_cache_path(settings, directory), embedder.name)
-            try:
-                if removed:
-                    store.delete_paths(removed)
-                    for path in removed:
-                        del manifest.files[path]
-                    manifest.save(directory)
-                report.files_removed = len(removed)
-                _store_chunks(
-                    changed,
-                    manifest,
-                    store,
-                    cache,
-                    directory,
-                    report,
-                    notify,
-                    cancel,
-                    limits,
-                    replace_all=resuming,
-                )
-                report.seconds_to_searchable = time.perf_counter() - started
-                if embed:
-                    fill_vectors(store, cache, embedder, notify, cancel, report)
-                _settle_indexes(store, report)
-                report.vectors_pending = len(store.ids_missing_vectors())
-                report.chunks_total = store.count()
-                if report.vectors_pending == 0:
-                    manifest.complete_chunks = report.chunks_total
-                manifest.indexes_settled = True
-                manifest.save(directory)
-            finally:
-                cache.close()
-                store.close()
-    report.seconds_total = time.perf_counter() - started
-    return report
-
-
-@contextmanager
-def _model_loading(embedder: Embedder, *, wanted: bool) -> Iterator[None]:
-    """Load the embedding model in a background thread while the block runs.
-
-    Changed files usually bring chunks to embed. Opening the store is mostly Python
-    (importing lancedb, ~1.3 s) and loading the model mostly native code that releases
-    the GIL (~0.4 s), so on two cores the edit-one-file path gets the model for next to
-    nothing. Only embedders with a `load()` have anything to load. A failed load is
-    left to the first embed, which loads again and raises in the caller's thread.
-    """
-    load = getattr(embedder, "load", None)
-    if not wanted or not callable(load):
-        yield
-        return
-    thread = threading.Thread(target=_load_quietly, args=(load,), name="codeqa-model-load")
-    thread.start()
-    try:
-        yield
-    finally:
-        # Never left running: a process that exits while onnxruntime initialises aborts.
-        thread.join()
-
-
-def _load_quietly(load: Callable[[], None]) -> None:
-    try:
-        load()
-    except Exception:  # raised again, in the caller's thread, by the first embed
-        return
-
-
-def _settle_indexes(store: Store, report: IndexReport) -> None:
-    """Leave the search indexes as a clean build leaves them, whatever came before.
-
-    Decided from the store's end state, not from what this run did: an interrupted
-    fill leaves thousands of rewritten rows outside the full-text index, and the run
-    that resumes it may write only a few (django after a Ctrl-C mid-fill: half the rows
-    unindexed, BM25 220 ms a query instead of 4.5 ms). One edited file adds a few dozen
-    rows, far below the threshold, so re-indexing it never pays for an optimize (~0.85 s).
-    Rows stored with cached vectors count too (django from the cache: 558 rows, 73 ms a
-    query instead of 19 ms), as when `vectors_from_cache` reaches the threshold.
-    """
-    unindexed = store.unindexed_rows()
-    bulk_from_cache = (
-        report.vectors_from_cache >= REINDEX_AFTER_VECTORS
-        and report.vectors_embedded < REINDEX_AFTER_VECTORS
-    )
-    if bulk_from_cache or (unindexed is not None and unindexed >= REINDEX_AFTER_VECTORS):
-        store.optimize()
-
-
-def _wipe(directory: Path, settings: IndexSettings) -> None:
-    """Drop the store and manifest; keep the vector cache (keyed by model and content).
-
-    Only codeqa's own names go, and only in a folder codeqa made: whatever else a user
-    keeps there stays.
-    """
-    _require_codeqa_folder(directory)
-    if settings.store == "weaviate":
-        from codeqa.retrieval.stores.weaviate import drop_weaviate_index
-
-        drop_weaviate_index(settings, directory)
-    try:
-        for name in WIPED_NAMES:
-            path = directory / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
-    except OSError as error:
-        raise cannot_write(directory, error) from None
-
-
-def discover_options(settings: IndexSettings) -> DiscoverOptions:
-    """What discovery skips for this index: the walk and every later read use the same rules."""
-    return DiscoverOptions(max_file_bytes=settings.max_file_bytes)
-
-
-def _scan(
-    root: Path,
-    settings: IndexSettings,
-    manifest: Manifest,
-    report: IndexReport,
-    notify: ProgressCallback,
-) -> tuple[list[SourceFile], set[str]]:
-    """Walk the repo; return the files whose content differs from the index, and every path seen."""
-    options = discover_options(settings)
-    changed: list[SourceFile] = []
-    seen: set[str] = set()
-    for item in discover(root, options):
-        if isinstance(item, SkippedFile):
-            report.skipped[str(item.reason)] += 1
-            continue
-        if isinstance(item, IgnoreWarning):
-            report.ignore_warnings.append(str(item))
-            continue
-        if item.redacted:
-            report.redacted[item.path] = item.redacted
-        seen.add(item.path)
-        if manifest.files.get(item.path) != item.sha256:
-            changed.append(item)
-        if len(seen) % 500 == 0:
-            notify(ProgressEvent("scan", len(seen), 0))
-    report.files_seen = len(seen)
-    report.files_changed = len(changed)
-    notify(ProgressEvent("scan", len(seen), len(seen)))
-    return changed, seen
-
-
-def _store_chunks(
-    changed: Sequence[SourceFile],
-    manifest: Manifest,
-    store: Store,
-    cache: VectorCache,
-    directory: Path,
-    report: IndexReport,
-    notify: ProgressCallback,
-    cancel: threading.Event | None,
-    limits: ChunkLimits | None = None,
-    *,
-    replace_all: bool = False,
-) -> None:
-    """Replace the chunks of changed files, a batch at a time, checkpointing the manifest.
-
-    A file enters the manifest only after its chunks are stored, so an interrupted
-    run leaves every listed file complete and re-does the rest next time. With
-    `replace_all` (resuming such a run) chunks of unlisted files are deleted too: the
-    run that stopped may have stored some before it was killed.
-    """
-    done = 0
-    for start in range(0, len(changed), FILES_PER_BATCH):
-        _raise_if_cancelled(cancel)
-        batch = changed[start : start + FILES_PER_BATCH]
-        chunks = [chunk for file in batch for chunk in chunk_file(file, limits)]
-        stale = [file.path for file in batch if replace_all or file.path in manifest.files]
-        if stale:
-            store.delete_paths(stale)
-        cached = cache.get_many([chunk.content_hash for chunk in chunks]) if chunks else {}
-        with_vectors = [chunk for chunk in chunks if chunk.content_hash in cached]
-        without_vectors = [chunk for chunk in chunks if chunk.content_hash not in cached]
-        if with_vectors:
-            vectors = np.stack([cached[chunk.content_hash] for chunk in with_vectors])
-            store.upsert(with_vectors, vectors)
-            report.vectors_from_cache += len(with_vectors)
-        if without_vectors:
-            store.upsert(without_vectors, None)
-        report.chunks_added += len(chunks)
-        for file in batch:
-            manifest.files[file.path] = file.sha256
-        manifest.save(directory)
-        done += len(batch)
-        notify(ProgressEvent("chunk", done, len(changed), f"{report.chunks_added} chunks"))
-
-
-def fill_vectors(
-    store: Store,
-    cache: VectorCache,
-    embedder: Embedder,
-    notify: ProgressCallback,
-    cancel: threading.Event | None = None,
-    report: IndexReport | None = None,
-) -> int:
-    """Embed every stored chunk that has no vector yet; returns how many were embedded.
-
-    Each embedded batch goes to the vector cache at once, so stopping at any point
-    keeps all finished work; the store is written in larger batches because each
-    store write has a fixed cost (~0.3 s in LanceDB) whatever its size.
-    """
-    pending = store.chunks_missing_vectors()
-    total = len(pending)
-    embedded = 0
-    buffered_ids: list[str] = []
-    buffered_vectors: list[np.ndarray] = []
-
-    def flush() -> None:
-        if buffered_ids:
-            store.set_vectors(buffered_ids, np.stack(buffered_vectors))
-            buffered_ids.clear()
-            buffered_vectors.clear()
-
-    notify(ProgressEvent("embed", 0, total))
-    try:
-        for start in range(0, total, CHUNKS_PER_EMBED_BATCH):
-            _raise_if_cancelled(cancel)
-            batch = pending[start : start + CHUNKS_PER_EMBED_BATCH]
-            hashes = [chunk.content_hash for chunk in batch]
-            known = cache.get_many(hashes)
-            missing = [chunk for chunk in batch if chunk.content_hash not in known]
-            if missing:
-                fresh = embedder.embed([embedding_text(chunk) for chunk in missing])
-                new = {c.content_hash: vector for c, vector in zip(missing, fresh, strict=True)}
-                cache.put_many(new)
-                known.update(new)
-                embedded += len(missing)
-            buffered_ids.extend(chunk.chunk_id for chunk in batch)
-            buffered_vectors.extend(known[h] for h in hashes)
-            if len(buffered_ids) >= CHUNKS_PER_STORE_WRITE:
-                flush()
-            notify(ProgressEvent("embed", start + len(batch), total, embedder.name))
-    finally:
-        flush()
-        if report is not None:
-            report.vectors_embedded += embedded
-    if total >= REINDEX_AFTER_VECTORS:
-        store.optimize()
-    return embedded
-
-
-def _raise_if_cancelled(cancel: threading.Event | None) -> None:
-    if cancel is not None and cancel.is_set():
-        raise KeyboardInterrupt
+from codeqa.retrieval.stores.protocol import QueryVector
 
 
 class Index:
@@ -593,7 +139,7 @@ class Index:
         self, progress: ProgressCallback | None = None, cancel: threading.Event | None = None
     ) -> int:
         """Embed what is still missing (e.g. after `build_index(embed=False)`)."""
-        with _exclusive(self.directory):
+        with index_lock(self.directory):
             cache = VectorCache(
                 vector_cache_path(self._settings, self.directory), self.embedder.name
             )
@@ -634,81 +180,3 @@ def open_index(repo: Path, settings: IndexSettings) -> Index:
         store=settings.store,
     )
     return Index(root, directory, manifest, settings)
-
-
-@dataclass(frozen=True, slots=True)
-class IndexHealth:
-    """What `codeqa index --check` reports: figures, and each problem with its fix."""
-
-    index_dir: Path
-    chunks: int = 0
-    files_in_manifest: int = 0
-    files_with_chunks: int = 0
-    duplicate_ids: int = 0
-    vectors_missing: int = 0
-    unindexed_rows: int | None = None
-    problems: tuple[str, ...] = ()
-
-    @property
-    def healthy(self) -> bool:
-        return not self.problems
-
-
-def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
-    """Read the index of `repo` and say what is wrong with it, without changing it."""
-    root = resolve_repo(repo)
-    directory = index_dir_for(root, settings.index_dir)
-    fix = f"codeqa index {root}"
-    try:
-        manifest = Manifest.load(directory)
-        if manifest is None:
-            raise IndexNotFound(f"no index at {directory}; build it with: {fix}")
-        manifest.check_compatible(
-            embedder_name=manifest.embedder_name,
-            chunker_version=content_version(settings.chunker),
-            store=settings.store,
-        )
-        store = open_store(settings, directory, manifest.embedder_dim)
-    except CodeqaError as error:
-        return IndexHealth(directory, problems=(str(error),))
-    try:
-        health = store.health()
-    finally:
-        store.close()
-    listed = set(manifest.files)
-    problems = []
-    unlisted = health.paths - listed
-    if unlisted:
-        problems.append(
-            f"{len(unlisted)} files have chunks but are not in the manifest "
-            f"(an interrupted run); fix: {fix}"
-        )
-    empty = listed - health.paths
-    if empty and health.chunks == 0:
-        problems.append(
-            f"the manifest lists {len(empty)} files but the store is empty; fix: "
-            f"codeqa index --rebuild {root}"
-        )
-    if health.duplicate_ids:
-        problems.append(
-            f"{health.duplicate_ids} duplicate chunk ids; fix: codeqa index --rebuild {root}"
-        )
-    if health.vectors_missing:
-        problems.append(f"{health.vectors_missing} chunks have no vector yet; fix: {fix}")
-    if health.unindexed_rows is not None and health.unindexed_rows >= REINDEX_AFTER_VECTORS:
-        problems.append(
-            f"{health.unindexed_rows} rows are outside the full-text index (keyword search "
-            f"scans them slowly); fix: {fix}"
-        )
-    if not manifest.indexes_settled and not problems:
-        problems.append(f"the last indexing run did not finish; fix: {fix}")
-    return IndexHealth(
-        index_dir=directory,
-        chunks=health.chunks,
-        files_in_manifest=len(listed),
-        files_with_chunks=len(health.paths),
-        duplicate_ids=health.duplicate_ids,
-        vectors_missing=health.vectors_missing,
-        unindexed_rows=health.unindexed_rows,
-        problems=tuple(problems),
-    )

@@ -48,7 +48,8 @@ def json_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     the index, so nothing built on this index may ever show it.
     """
     from codeqa.retrieval.config import IndexSettings
-    from codeqa.retrieval.index import build_index, open_index
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
 
     base = tmp_path_factory.mktemp("json_index")
     repo = base / "repo"

@@ -6,14 +6,14 @@ import hashlib
 
 import numpy as np
 import pytest
+from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
+from codeqa.retrieval.embedders.onnx import OnnxEmbedder
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_MAX_CHARS,
     bundled_embedder_names,
     embedding_text,
     load_embedder,
 )
-from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
-from codeqa.retrieval.embedders.onnx import OnnxEmbedder
 from codeqa.retrieval.errors import EmbedderUnavailable
 from codeqa.retrieval.offline import prepare_offline_environment
 from codeqa.retrieval.records import Chunk, ChunkKind

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval import index as index_module
+from codeqa.retrieval import indexing as index_module
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import (
     ConfigError,
@@ -15,7 +15,8 @@ from codeqa.retrieval.errors import (
     IndexNotFound,
     RepoNotFound,
 )
-from codeqa.retrieval.index import ProgressEvent, build_index, open_index
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import ProgressEvent, build_index
 from codeqa.retrieval.records import SearchMode
 
 
@@ -205,5 +206,5 @@ def test_an_index_made_before_the_marker_gets_it_and_can_be_rebuilt(small_repo, 
 
 def test_a_second_indexer_is_told_the_index_is_busy(small_repo, index_dir):
     settings = settings_for(index_dir, embed_model="wordllama")
-    with index_module._exclusive(index_dir), pytest.raises(IndexBusy, match="another codeqa"):
+    with index_module.index_lock(index_dir), pytest.raises(IndexBusy, match="another codeqa"):
         build_index(small_repo, settings)

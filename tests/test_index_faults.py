@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
-from codeqa.retrieval.index import ProgressEvent, build_index, check_index, open_index
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import ProgressEvent, build_index, check_index
 from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
@@ -124,7 +125,7 @@ from pathlib import Path
 from codeqa.retrieval.offline import prepare_offline_environment
 prepare_offline_environment()
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.index import build_index
+from codeqa.retrieval.indexing import build_index
 
 def report(event):
     print(event.phase, event.done, flush=True)

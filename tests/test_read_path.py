@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from codeqa.agent import AgentSettings, Assistant
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.index import build_index, open_index
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.records import SearchMode, SkippedFile, SkipReason, SourceFile
 from codeqa.tui.cli import main
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from codeqa.retrieval.discover import DiscoverOptions, discover, read_source
-from codeqa.retrieval.index import IndexReport
+from codeqa.retrieval.indexing import IndexReport
 from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
 from codeqa.retrieval.secrets import REDACTED, redact, scan_secrets, shannon_entropy
 from codeqa.tui.cli.progress import summary_lines

@@ -16,7 +16,7 @@ from codeqa.agent.answer import Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.index import LOCK_NAME, build_index
+from codeqa.retrieval.indexing import LOCK_NAME, build_index
 from codeqa.retrieval.records import SearchMode
 from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 from codeqa.tui.chat.screens import CodeViewerScreen, HelpScreen

@@ -17,7 +17,8 @@ from codeqa.agent.answer import Answer, Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.errors import CodeqaError, IndexMismatch
-from codeqa.retrieval.index import Index, IndexReport, ProgressEvent
+from codeqa.retrieval.index import Index
+from codeqa.retrieval.indexing import IndexReport, ProgressEvent
 from codeqa.tui.chat.screens import ChatScreen, CodeViewerScreen, HelpScreen
 from codeqa.tui.chat.widgets import (
     AnswerMessage,

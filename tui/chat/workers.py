@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from codeqa.agent.answer import Answer
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.index import Index, IndexReport, ProgressCallback, ProgressEvent
+from codeqa.retrieval.index import Index
+from codeqa.retrieval.indexing import IndexReport, ProgressCallback, ProgressEvent
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
 from textual.message import Message
 
@@ -108,7 +109,8 @@ def update_index(
     The third value is a notice for the user when the index could not be updated.
     """
     from codeqa.retrieval.errors import IndexNotFound, StoreUnavailable
-    from codeqa.retrieval.index import build_index, open_index
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
 
     try:
         report = build_index(repo, settings, progress, rebuild=rebuild, embed=False, cancel=cancel)

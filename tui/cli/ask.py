@@ -93,7 +93,8 @@ def _fresh_index(repo: Path, settings):
     may have edited them, or turned one into a symlink to a secret. Only changed files are
     re-read, so on an unchanged repository this costs one scan (~0.4 s on django).
     """
-    from codeqa.retrieval.index import build_index, open_index
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
     from codeqa.tui.cli.progress import ProgressPrinter
 
     printer = ProgressPrinter()

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeqa.agent.settings import AgentSettings
-    from codeqa.retrieval.index import resolve_repo
+    from codeqa.retrieval.indexing import resolve_repo
     from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 
     repo = resolve_repo(args.repo)  # a missing repo is one line on the terminal, not a UI

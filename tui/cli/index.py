@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.retrieval.index import build_index
+    from codeqa.retrieval.indexing import build_index
     from codeqa.tui.cli.progress import ProgressPrinter, summary_lines
 
     settings = settings_from_args(args, args.path)
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check(path: Path, settings: IndexSettings) -> int:
-    from codeqa.retrieval.index import check_index
+    from codeqa.retrieval.indexing import check_index
 
     health = check_index(path, settings)
     print(f"index: {health.index_dir}")

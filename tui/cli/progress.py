@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from codeqa.retrieval.index import IndexReport, ProgressEvent
+from codeqa.retrieval.indexing import IndexReport, ProgressEvent
 
 _PHASE_LABELS = {"scan": "scanning", "chunk": "chunking", "embed": "embedding"}
 _BAR_WIDTH = 28
