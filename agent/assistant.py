@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 from codeqa.agent.answer import Answer, Usage
-from codeqa.agent.errors import EmptyQuestion
 from codeqa.agent.graph import build_graph
 from codeqa.agent.llm import LLMClient
 from codeqa.agent.nodes import AgentContext
@@ -16,6 +15,7 @@ from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import CHECKPOINT_TYPES, fresh_turn
 from codeqa.agent.tools import RepoTools
+from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.offline import prepare_offline_environment
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer

@@ -10,8 +10,8 @@ from types import ModuleType
 from typing import Any
 
 from codeqa.agent.answer import Usage
-from codeqa.agent.errors import LLMError, LLMRateLimited, LLMUnavailable
 from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW, AgentSettings
+from codeqa.retrieval.errors import LLMError, LLMRateLimited, LLMUnavailable
 from codeqa.retrieval.offline import prepare_offline_environment
 
 Message = dict[str, str]

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from codeqa.agent.errors import LLMError
 from codeqa.agent.evidence import Excerpt, TokenCounter
 from codeqa.agent.llm import Message
+from codeqa.retrieval.errors import LLMError
 
 if TYPE_CHECKING:
     from codeqa.agent.state import Turn

@@ -8,11 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codeqa.retrieval.errors import CodeqaError
-
-
-class DatasetError(CodeqaError):
-    """A dataset file is missing or one of its lines does not follow the schema."""
+from codeqa.retrieval.errors import DatasetError
 
 
 @dataclass(frozen=True, slots=True)

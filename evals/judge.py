@@ -6,9 +6,9 @@ import json
 import re
 from dataclasses import dataclass, replace
 
-from codeqa.agent.errors import LLMError, LLMUnavailable
 from codeqa.agent.llm import LLMClient
 from codeqa.agent.settings import AgentSettings
+from codeqa.retrieval.errors import LLMError, LLMUnavailable
 
 JUDGE_SCALE = (1, 5)
 # The verdict is one small JSON object: a short cap keeps a chatty judge cheap.

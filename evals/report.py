@@ -10,7 +10,7 @@ from pathlib import Path
 from codeqa.evals.agent_scores import AGENT_METRIC_NAMES
 from codeqa.evals.metrics import METRIC_NAMES, MetricSummary, summarise
 from codeqa.evals.runner import QuestionResult
-from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.errors import SummaryError
 
 OVERALL = "overall"
 SUMMARY_FORMAT = 2  # bump when the JSON summary's shape changes; 1 had one mode's groups
@@ -28,10 +28,6 @@ _TIME_METRICS = {SECONDS, "seconds/answer"}
 _JUDGE_METRICS = {JUDGE_SCORE}
 
 Groups = dict[str, MetricSummary]
-
-
-class SummaryError(CodeqaError):
-    """A summary file given to --compare is missing or not a codeqa eval summary."""
 
 
 @dataclass(frozen=True, slots=True)

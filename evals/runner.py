@@ -318,7 +318,7 @@ def _run_agent_question(
     LLMUnavailable (rejected key, unknown model) is raised: every later call would fail too.
     Rate limits were already retried by the agent's client before they get here.
     """
-    from codeqa.agent.errors import LLMError, LLMUnavailable
+    from codeqa.retrieval.errors import LLMError, LLMUnavailable
 
     started = time.perf_counter()
     try:

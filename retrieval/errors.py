@@ -1,4 +1,7 @@
-"""Errors whose messages are written for users; the CLI shows them as one line."""
+"""Every error codeqa reports to a user, in one tree; the CLI shows each as one line.
+
+The messages are written for users: what happened, and the command or setting that fixes it.
+"""
 
 
 class CodeqaError(Exception):
@@ -35,6 +38,54 @@ class IndexBusy(StoreUnavailable):
 
 class IndexNotWritable(StoreUnavailable):
     """The index folder cannot be written: disk full, read-only or no permission."""
+
+
+class NothingToIndex(CodeqaError):
+    """Discovery found no file to index."""
+
+
+class Cancelled(CodeqaError):
+    """The user stopped the work (a cancel event was set); what was finished is kept."""
+
+
+class EmptyQuestion(CodeqaError):
+    """Asked nothing: the question was empty or only whitespace."""
+
+
+class LLMError(CodeqaError):
+    """The model call failed in a way retrying did not fix."""
+
+
+class LLMUnavailable(LLMError):
+    """The model cannot be used at all: unknown name, missing or rejected key."""
+
+
+class LLMRateLimited(LLMError):
+    """The provider kept refusing for rate limits after every retry."""
+
+
+class SourceUnreadable(CodeqaError):
+    """A file cannot be shown: refused by the read check, or gone."""
+
+
+class EditorNotConfigured(CodeqaError):
+    """No editor to open a file in ($VISUAL / $EDITOR unset or not found)."""
+
+
+class BadQueriesFile(CodeqaError):
+    """A `--queries-file` line is not a query."""
+
+
+class DatasetError(CodeqaError):
+    """An evaluation dataset does not follow evals/SCHEMA.md."""
+
+
+class SummaryError(CodeqaError):
+    """A saved eval summary cannot be read or compared."""
+
+
+class EvalUsageError(CodeqaError):
+    """`codeqa eval` was given options that do not go together."""
 
 
 # Phrases the OS, sqlite and Lance (which reports OS errors inside RuntimeError text) use

@@ -38,6 +38,7 @@ from codeqa.retrieval.embedders.registry import (
 )
 from codeqa.retrieval.embedders.vector_cache import VectorCache
 from codeqa.retrieval.errors import (
+    Cancelled,
     CodeqaError,
     ConfigError,
     IndexBusy,
@@ -491,7 +492,7 @@ def fill_vectors(
 
 def _raise_if_cancelled(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
-        raise KeyboardInterrupt
+        raise Cancelled("stopped; everything finished so far is kept")
 
 
 @dataclass(frozen=True, slots=True)

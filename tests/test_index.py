@@ -9,6 +9,7 @@ import pytest
 from codeqa.retrieval import indexing as index_module
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import (
+    Cancelled,
     ConfigError,
     IndexBusy,
     IndexMismatch,
@@ -116,7 +117,7 @@ def test_interrupted_embedding_keeps_a_searchable_index_and_resumes(small_repo, 
         if event.phase == "embed":
             cancel.set()
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Cancelled):
         build_index(small_repo, settings, stop_once_embedding_starts, cancel=cancel)
     with open_index(small_repo, settings) as index:
         assert index.vectors_missing == index.chunk_count > 0

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
+from codeqa.retrieval.errors import Cancelled
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import ProgressEvent, build_index, check_index
 from codeqa.retrieval.records import SearchMode
@@ -111,7 +112,7 @@ def test_fill_cancelled_at_a_batch_then_resumed_equals_a_clean_build(
         if event.phase == "embed" and event.done >= batches_done * CHUNKS_PER_EMBED_BATCH:
             cancel.set()
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Cancelled):
         build_index(big_repo, settings_for(directory), cancel_after_batches, cancel=cancel)
     interrupted = check_index(big_repo, settings_for(directory))
     assert not interrupted.healthy

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from codeqa.agent.errors import LLMError
 from codeqa.agent.evidence import Excerpt
 from codeqa.agent.prompts import answer_messages, fit_prompt, prompt_tokens
 from codeqa.agent.state import Turn
+from codeqa.retrieval.errors import LLMError
 
 
 def words(text: str) -> int:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from codeqa.agent.answer import Answer, Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
-from codeqa.retrieval.errors import CodeqaError, IndexMismatch
+from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexMismatch
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import IndexReport, ProgressEvent
 from codeqa.tui.chat.screens import ChatScreen, CodeViewerScreen, HelpScreen
@@ -149,7 +149,7 @@ class CodeqaApp(App[None]):
 
                 ready.retriever = LiveRetriever(index)
                 ready.assistant = Assistant(ready.retriever, self.config.agent)
-        except KeyboardInterrupt:
+        except Cancelled:
             return
         except IndexMismatch as error:
             self.post_message(IndexFailed(f"{error} (or press ctrl+r to rebuild it now)", True))
@@ -169,7 +169,7 @@ class CodeqaApp(App[None]):
                 load_litellm()
             if ready.vectors_missing:
                 index.fill_vectors(report_progress, self._stop)
-        except KeyboardInterrupt:
+        except Cancelled:
             self.post_message(VectorsFilled("stopped"))
             return
         except Exception as error:

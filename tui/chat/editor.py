@@ -7,11 +7,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from codeqa.retrieval.errors import CodeqaError
-
-
-class EditorNotConfigured(CodeqaError):
-    """Neither $VISUAL nor $EDITOR names an editor."""
+from codeqa.retrieval.errors import EditorNotConfigured
 
 
 def editor_command(path: Path, line: int, environ: Mapping[str, str] | None = None) -> list[str]:

@@ -29,18 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     prepare_offline_environment()
-    from codeqa.retrieval.errors import CodeqaError
+    from codeqa.retrieval.errors import Cancelled, CodeqaError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except (KeyboardInterrupt, Cancelled):
+        print("codeqa: interrupted", file=sys.stderr)
+        return 130
     except CodeqaError as error:
         print(f"codeqa: error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("codeqa: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # `codeqa chunks … | head` closes stdout early; that is not an error.
         sys.stderr.close()

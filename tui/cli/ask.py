@@ -7,16 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 
 # Cited snippets longer than this are cut with a marker (--show-sources).
 SOURCE_LINES = 40
-
-
-class NoQuestion(CodeqaError):
-    pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
-        raise NoQuestion("the question is empty")
+        raise EmptyQuestion("the question is empty")
     settings = settings_from_args(args, args.repo)
     agent = AgentSettings(model=settings.model, search_mode=SearchMode(args.mode))
     if agent.model:  # a bad model name or key should not cost an indexing run first

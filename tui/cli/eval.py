@@ -12,15 +12,11 @@ from pathlib import Path
 from typing import TextIO
 
 from codeqa.retrieval.chunking.chunker import CHUNK_STRATEGIES, THREE_TIER
-from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.errors import EvalUsageError
 from codeqa.retrieval.records import SearchMode
 
 SAMPLE_DATASET = "codeqa-sample.jsonl"
 ALL_MODES = "all"
-
-
-class EvalUsageError(CodeqaError):
-    pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

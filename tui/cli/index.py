@@ -7,12 +7,8 @@ import sys
 from pathlib import Path
 
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.errors import NothingToIndex
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
-
-
-class NothingToIndex(CodeqaError):
-    pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,16 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 
 SNIPPET_LINES = 3
-
-
-class BadQueriesFile(CodeqaError):
-    pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

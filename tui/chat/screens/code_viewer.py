@@ -6,7 +6,7 @@ import subprocess
 
 from codeqa.agent.answer import Citation
 from codeqa.agent.retriever import Retriever
-from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.errors import CodeqaError, SourceUnreadable
 from codeqa.retrieval.records import SkippedFile, SkipReason
 from codeqa.tui.chat.editor import editor_command
 from codeqa.tui.chat.widgets.code_view import CodeView
@@ -115,10 +115,6 @@ class CodeViewerScreen(Screen[None]):
         self._loaded_path = None  # the file may have been edited: reload it
         self.show_citation()
         self.query_one(CodeView).move_cursor(line)
-
-
-class SourceUnreadable(CodeqaError):
-    pass
 
 
 def read_source(retriever: Retriever, path: str, *, as_indexed: bool = True) -> str:
