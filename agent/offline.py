@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from codeqa.agent.evidence import MAX_ENCLOSING_LINES, MERGE_GAP_LINES, Excerpt
 from codeqa.agent.planner import key_phrase
 from codeqa.agent.settings import MODEL_ENV_VAR
+from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 
 NO_MODEL_NOTICE = (
@@ -26,7 +27,6 @@ SNIPPET_LINES = 12
 DESCRIPTION_CHARS = 160
 # Prose (changelogs, READMEs, docs) often repeats a question's words without being the code
 # that answers it: it is listed only after the code locations, unless the question asks for docs.
-PROSE_LANGUAGES = frozenset({None, "markdown", "rst", "org", "text"})
 # Only unambiguous words: "changes" or "history" are as often about code as about a changelog.
 DOCS_WORDS = frozenset("doc docs documentation documented readme changelog tutorial".split())
 # A grouped chunk (several small declarations) names at most this many of its signatures.

@@ -15,6 +15,7 @@ from codeqa.agent.answer import Usage
 from codeqa.agent.llm import LLMClient
 from codeqa.agent.prompts import planner_messages
 from codeqa.agent.state import Query, QueryKind, Turn
+from codeqa.retrieval.search.query import SOURCE_EXTENSIONS
 
 # Words too common in questions to be worth a search of their own.
 STOPWORDS = frozenset(
@@ -35,11 +36,7 @@ _TRACEBACK_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, i
 _ERROR_LINE = re.compile(
     r"^\s*(?P<type>[A-Z]\w*(?:Error|Exception|Warning))\s*:\s*(?P<msg>.+)$", re.M
 )
-_EXTENSIONS = (
-    "py|pyi|js|jsx|ts|tsx|go|rs|java|kt|scala|c|h|cc|cpp|hpp|cs|rb|php|swift|sh|lua|ex|exs|"
-    "toml|yaml|yml|json|cfg|ini|md|rst|txt"
-)
-_PATH = re.compile(rf"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:{_EXTENSIONS}))\b")
+_PATH = re.compile(rf"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:{SOURCE_EXTENSIONS}))\b")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
 
 

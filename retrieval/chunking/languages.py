@@ -10,6 +10,10 @@ from __future__ import annotations
 import posixpath
 import re
 
+# Languages of prose rather than code (None: plain text). Search ranks their chunks below
+# code that matches as well, and offline answers list them after code.
+PROSE_LANGUAGES = frozenset({None, "markdown", "rst", "org", "text", "asciidoc"})
+
 # Whole file names that say more than their extension (or have none).
 _BY_FILE_NAME: dict[str, str] = {
     "makefile": "make",

@@ -27,8 +27,12 @@ MIN_SYMBOL_CHARS = 3
 # `File "/abs/path/to/module.py", line 12, in function`
 _FRAME = re.compile(r'File "([^"]+)", line \d+, in ([A-Za-z_][A-Za-z0-9_<>]*)')
 # A path-like word with a source-file extension: a/b/c.py, c.py, ./x/y.js
-_SOURCE_EXTENSIONS = "py|pyi|js|ts|tsx|jsx|go|rs|java|rb|c|h|cpp|hpp|cfg|toml|ini|txt|rst|md"
-_PATH = re.compile(rf"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:{_SOURCE_EXTENSIONS}))\b")
+# File endings that make a word in a question a file name (the planner uses the same list).
+SOURCE_EXTENSIONS = (
+    "py|pyi|js|jsx|ts|tsx|go|rs|java|kt|scala|c|h|cc|cpp|hpp|cs|rb|php|swift|sh|lua|ex|exs|"
+    "toml|yaml|yml|json|cfg|ini|md|rst|txt"
+)
+_PATH = re.compile(rf"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:{SOURCE_EXTENSIONS}))\b")
 # Dotted names of two or more parts: package.module, Class.method, module.Class.method.
 _DOTTED = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\(")

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.records import Chunk, SearchHit
 from codeqa.retrieval.search.query import QueryAnalysis, module_paths
 
@@ -60,7 +61,6 @@ class RankingTuning:
 
 # Languages of prose documents; None is a file of unknown type, indexed as plain text
 # (METADATA, LICENSE, .txt).
-PROSE_LANGUAGES = frozenset({None, "markdown", "rst", "org", "text", "asciidoc"})
 
 
 class PathResolver:
