@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -12,13 +11,10 @@ from typing import Any
 from codeqa.agent.answer import Usage
 from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW, AgentSettings
 from codeqa.retrieval.errors import LLMError, LLMRateLimited, LLMUnavailable
-from codeqa.retrieval.offline import prepare_offline_environment
+from codeqa.retrieval.litellm_calls import first_line, is_transient, load_litellm, missing_api_keys
 
 Message = dict[str, str]
 TokenCallback = Callable[[str], None]
-
-# Provider messages can run to pages; a user needs the first line.
-MAX_ERROR_CHARS = 240
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,15 +26,6 @@ class Completion:
 
 class _StreamBroken(Exception):
     """A stream failed after tokens reached the caller: retrying would repeat them."""
-
-
-def load_litellm() -> ModuleType:
-    """Import litellm offline-safe and quiet (it is slow to import, so only when needed)."""
-    prepare_offline_environment()
-    import litellm
-
-    litellm.suppress_debug_info = True  # otherwise it prints provider lists to stdout
-    return litellm
 
 
 class LLMClient:
@@ -77,7 +64,7 @@ class LLMClient:
                 max=settings.retry_max_seconds,
                 jitter=settings.retry_initial_seconds,
             ),
-            retry=retry_if_exception(lambda error: _is_transient(litellm, error)),
+            retry=retry_if_exception(is_transient),
             reraise=True,
         )
         call = self._stream if on_token is not None else self._once
@@ -119,9 +106,7 @@ class LLMClient:
                 f"unknown model {self.model!r}: use a litellm model string such as "
                 "'openai/gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3'"
             ) from None
-        missing = litellm.validate_environment(model=self.model).get("missing_keys") or []
-        # A missing *_API_BASE has a default (e.g. a local Ollama); a missing key does not.
-        missing_keys = [name for name in missing if name.endswith("_KEY")]
+        missing_keys = missing_api_keys(self.model)
         if missing_keys:
             raise LLMUnavailable(
                 f"model {self.model!r} needs {', '.join(missing_keys)} set in the environment"
@@ -197,34 +182,10 @@ def _usage(litellm: ModuleType, response: Any) -> Usage:
     )
 
 
-def _is_transient(litellm: ModuleType, error: BaseException) -> bool:
-    transient = (
-        litellm.RateLimitError,
-        litellm.Timeout,
-        litellm.APIConnectionError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.BadGatewayError,
-    )
-    return isinstance(error, transient)
-
-
-_ERROR_PREFIX = re.compile(r"^(?:litellm\.)?\w+(?:Error|Exception):\s*")
-
-
-def _short(error: BaseException | None) -> str:
-    """First line of a provider error, without litellm's repeated "XError: " prefixes."""
-    lines = str(error or "").strip().splitlines()
-    text = lines[0] if lines else ""
-    while (match := _ERROR_PREFIX.match(text)) is not None:
-        text = text[match.end() :]
-    return text[:MAX_ERROR_CHARS] or type(error).__name__
-
-
 def _as_codeqa_error(
     litellm: ModuleType, model: str, error: BaseException | None, attempts: int
 ) -> LLMError:
-    detail = _short(error)
+    detail = first_line(error)
     tries = f"after {attempts} tries" if attempts > 1 else "on the first try"
     if isinstance(error, litellm.RateLimitError):
         return LLMRateLimited(f"model {model!r} is rate-limited ({detail}); gave up {tries}")
@@ -234,6 +195,6 @@ def _as_codeqa_error(
         return LLMError(f"the question and evidence are too long for model {model!r}: {detail}")
     if isinstance(error, (litellm.NotFoundError, litellm.BadRequestError)):
         return LLMUnavailable(f"model {model!r} is not available: {detail}")
-    if _is_transient(litellm, error or Exception()):
+    if error is not None and is_transient(error):
         return LLMError(f"could not get an answer from model {model!r} {tries}: {detail}")
     return LLMError(f"model {model!r} failed: {detail}")

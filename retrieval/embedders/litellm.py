@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import ModuleType
 
 import numpy as np
 from codeqa.retrieval.errors import EmbedderUnavailable
-from codeqa.retrieval.offline import prepare_offline_environment
+from codeqa.retrieval.litellm_calls import first_line, is_transient, load_litellm, missing_api_keys
 from tenacity import (
     RetryError,
     Retrying,
@@ -90,7 +89,7 @@ class LiteLLMEmbedder:
             _check_credentials(self.model)
             self._credentials_checked = True
         retrying = Retrying(
-            retry=retry_if_exception(_is_transient),
+            retry=retry_if_exception(is_transient),
             stop=stop_after_attempt(self.max_attempts),
             wait=wait_exponential(multiplier=self.first_wait_s, max=MAX_WAIT_S),
             reraise=False,
@@ -101,7 +100,7 @@ class LiteLLMEmbedder:
             last = error.last_attempt.exception()
             raise EmbedderUnavailable(
                 f"embedding model {self.model} still failing after {self.max_attempts} attempts: "
-                f"{_one_line(last)}"
+                f"{first_line(last)}"
             ) from last
         except EmbedderUnavailable:
             raise
@@ -109,7 +108,7 @@ class LiteLLMEmbedder:
             raise EmbedderUnavailable(_explain(self.model, error)) from error
 
     def _call_once(self, texts: Sequence[str]) -> np.ndarray:
-        litellm = _litellm()
+        litellm = load_litellm()
         # Empty strings are rejected by several providers; a space embeds as "nothing".
         inputs = [text if text.strip() else " " for text in texts]
         response = litellm.embedding(
@@ -127,64 +126,33 @@ class LiteLLMEmbedder:
         return vectors / np.maximum(norms, 1e-12)
 
 
-def _litellm() -> ModuleType:
-    """litellm, imported on first use (it costs seconds) and told not to print help banners."""
-    prepare_offline_environment()
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
-
-
 def _check_credentials(model: str) -> None:
     """Fail before any request when the provider's API key is not set (no retries, one line)."""
-    try:
-        report = _litellm().validate_environment(model=model)
-    except Exception:  # an unknown provider: the request itself will explain
-        return
-    missing = [key for key in report.get("missing_keys", []) if key.endswith("_KEY")]
-    if not report.get("keys_in_environment", True) and missing:
+    missing = missing_api_keys(model)
+    if missing:
         raise EmbedderUnavailable(
             f"embedding model {model} needs an API key: set {' or '.join(missing)}"
         )
-
-
-def _is_transient(error: BaseException) -> bool:
-    """Rate limits, timeouts, dropped connections and 5xx: worth another try."""
-    import litellm
-
-    transient = (
-        litellm.RateLimitError,
-        litellm.Timeout,
-        litellm.APIConnectionError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.BadGatewayError,
-    )
-    if isinstance(error, transient):
-        return True
-    status = getattr(error, "status_code", None)
-    return isinstance(status, int) and status >= 500
 
 
 def _explain(model: str, error: Exception) -> str:
     import litellm
 
     if isinstance(error, litellm.AuthenticationError):
-        return f"embedding model {model}: missing or invalid API key ({_one_line(error)})"
+        return f"embedding model {model}: missing or invalid API key ({first_line(error)})"
     if isinstance(error, litellm.NotFoundError):
-        return f"embedding model {model} was not found by its provider ({_one_line(error)})"
+        return f"embedding model {model} was not found by its provider ({first_line(error)})"
     if isinstance(error, litellm.BadRequestError) and "provider" in str(error).lower():
         return (
             f"unknown embedding model {model!r}: use a litellm model name such as "
             "text-embedding-3-small, voyage/voyage-code-3 or ollama/nomic-embed-text"
         )
-    return f"embedding model {model} failed: {_one_line(error)}"
+    return f"embedding model {model} failed: {first_line(error)}"
 
 
 def _listed_dimension(model: str) -> int | None:
     try:
-        size = _litellm().get_model_info(model).get("output_vector_size")
+        size = load_litellm().get_model_info(model).get("output_vector_size")
     except Exception:  # not in litellm's table: the probe will tell
         return None
     return int(size) if isinstance(size, int) and size > 0 else None
@@ -192,9 +160,3 @@ def _listed_dimension(model: str) -> int | None:
 
 def _field(item: object, key: str) -> object:
     return item[key] if isinstance(item, dict) else getattr(item, key)
-
-
-def _one_line(error: BaseException | None) -> str:
-    text = str(error).strip() if error is not None else "unknown error"
-    first = text.splitlines()[0] if text else type(error).__name__
-    return first[:300]

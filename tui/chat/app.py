@@ -164,7 +164,7 @@ class CodeqaApp(App[None]):
         try:
             if self.config.agent.model:
                 # litellm takes seconds to import: now, not while the first question waits.
-                from codeqa.agent.llm import load_litellm
+                from codeqa.retrieval.litellm_calls import load_litellm
 
                 load_litellm()
             if ready.vectors_missing:
