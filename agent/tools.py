@@ -137,7 +137,7 @@ class RepoTools:
     def _files(self) -> dict[str, SourceFile]:
         """Every file discovery accepts: grep sees exactly what indexing would see."""
         if self._discovered is None:
-            from codeqa.retrieval.discover import discover
+            from codeqa.retrieval.discovery.walk import discover
 
             self._discovered = {
                 item.path: item for item in discover(self._root) if isinstance(item, SourceFile)

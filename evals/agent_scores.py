@@ -9,7 +9,7 @@ from pathlib import Path
 from codeqa.agent.answer import Answer, Citation
 from codeqa.evals.dataset import Question
 from codeqa.evals.metrics import overlaps_gold
-from codeqa.retrieval.discover import read_repo_file
+from codeqa.retrieval.discovery.walk import read_repo_file
 from codeqa.retrieval.records import SkippedFile
 
 AGENT_METRIC_NAMES = (

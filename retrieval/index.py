@@ -14,7 +14,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
-from codeqa.retrieval.discover import read_repo_file
+from codeqa.retrieval.discovery.walk import read_repo_file
 from codeqa.retrieval.embedders.registry import (
     Embedder,
     load_embedder,

@@ -29,7 +29,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
-from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover
+from codeqa.retrieval.discovery.walk import DiscoverOptions, IgnoreWarning, discover
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
     Embedder,

@@ -19,7 +19,7 @@ class SourceFile:
     language: str | None  # tree-sitter language name, or None for plain text
     text: str
     sha256: str  # hash of the raw bytes on disk: the incremental indexer's change test
-    redacted: int = 0  # secret values replaced in `text` (retrieval/secrets.py)
+    redacted: int = 0  # secret values replaced in `text` (retrieval/discovery/secrets.py)
 
     @property
     def lines(self) -> list[str]:

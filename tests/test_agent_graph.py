@@ -11,7 +11,7 @@ import pytest
 from codeqa.agent import AgentSettings, Assistant, LLMError, LLMRateLimited, LLMUnavailable
 from codeqa.agent.prompts import prompt_tokens
 from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW
-from codeqa.retrieval.discover import read_repo_file
+from codeqa.retrieval.discovery.walk import read_repo_file
 
 LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
 

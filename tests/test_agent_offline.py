@@ -11,7 +11,7 @@ from codeqa.agent.citations import parse_citations
 from codeqa.agent.evidence import Excerpt
 from codeqa.agent.offline import NO_MODEL_NOTICE, describe, offline_draft
 from codeqa.retrieval.chunking.chunker import chunk_file
-from codeqa.retrieval.discover import discover, read_repo_file
+from codeqa.retrieval.discovery.walk import discover, read_repo_file
 from codeqa.retrieval.records import SearchHit, SourceFile
 
 

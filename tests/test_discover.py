@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.discover import DiscoverOptions, IgnoreWarning, discover, read_repo_file
+from codeqa.retrieval.discovery.walk import DiscoverOptions, IgnoreWarning, discover, read_repo_file
 from codeqa.retrieval.errors import RepoNotFound
 from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
 

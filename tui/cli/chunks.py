@@ -16,7 +16,7 @@ from codeqa.retrieval.errors import RepoNotFound
 from codeqa.retrieval.records import Chunk, SkippedFile
 
 if TYPE_CHECKING:
-    from codeqa.retrieval.discover import DiscoveredItem
+    from codeqa.retrieval.discovery.walk import DiscoveredItem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     files = skipped = 0
     kinds: Counter[str] = Counter()
-    from codeqa.retrieval.discover import IgnoreWarning
+    from codeqa.retrieval.discovery.walk import IgnoreWarning
 
     for item in _source_files(args.path):
         if isinstance(item, IgnoreWarning):
@@ -65,14 +65,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _source_files(path: Path) -> Iterator[DiscoveredItem]:
     if path.is_dir():
-        from codeqa.retrieval.discover import discover
+        from codeqa.retrieval.discovery.walk import discover
 
         yield from discover(path)
         return
     if not path.exists():
         raise RepoNotFound(f"No such file or folder: {path}")
     # One file: read exactly as discovery would (decoding, binary sniff, size limit, language).
-    from codeqa.retrieval.discover import DiscoverOptions, read_source
+    from codeqa.retrieval.discovery.walk import DiscoverOptions, read_source
 
     item = read_source(str(path), path.as_posix(), DiscoverOptions().max_file_bytes)
     if isinstance(item, SkippedFile):

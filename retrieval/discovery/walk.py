@@ -7,13 +7,13 @@ What a reader sees is what gets indexed:
   enclosing repository when `root` is a sub-folder of one, plus an optional `.codeqaignore`
   at the root and `DiscoverOptions.extra_ignore` (both overriding git's rules, so they can
   also re-include with `!pattern`). Patterns are matched by our own wildmatch-style matcher
-  (below) in time at most proportional to pattern length times path length, whatever a hostile
+  (ignore.py) in time at most proportional to pattern length times path length, whatever a hostile
   .gitignore holds; a line git would never match (`!`, a trailing `\\`, an unclosed `[`) is
   skipped and yielded as an IgnoreWarning. Ignored folders are not entered: git cannot
   re-include a file whose parent folder is excluded. tests/test_discover.py checks the result
   against `git ls-files --others --exclude-standard`. The user's global excludes file is not
   read, so an index is the same on every machine.
-- Secrets: by name (SECRET_FILE_PATTERNS, SECRET_DIRS) and by content (retrieval/secrets.py):
+- Secrets: by name (SECRET_FILE_PATTERNS, SECRET_DIRS) and by content (discovery/secrets.py):
   a file holding a private-key block is skipped as SECRET; a credential literal inside any
   other file is replaced by «redacted» in `read_source`, so every reader sees the same text.
 - Text: UTF-8, invalid bytes replaced (never dropped); a UTF-8 byte-order mark is removed
@@ -39,13 +39,19 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from codeqa.retrieval.chunking.languages import language_for
+from codeqa.retrieval.discovery.ignore import (
+    GITIGNORE_FILE,
+    IgnoreRules,
+    IgnoreWarning,
+    initial_rules,
+    layer_from_file,
+)
+from codeqa.retrieval.discovery.secrets import redact, scan_secrets
 from codeqa.retrieval.errors import RepoNotFound
 from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
-from codeqa.retrieval.secrets import redact, scan_secrets
 
 # ---------------------------------------------------------------------------
 # Tuning constants and fixed lists, with their reasons.
@@ -103,7 +109,7 @@ DATA_FILE_SUFFIXES = (".po", ".pot", ".map", ".svg", ".csv", ".tsv")
 # A user's keys must never land in an index or a prompt. Names are matched lower-cased.
 # Templates (`.env.example`, `terraform.tfvars.example` …) are kept: they exist to be
 # committed and shared, and they answer "what settings does this need?"; their content is
-# still scanned (retrieval/secrets.py). `credentials`/`secrets` are only secret as
+# still scanned (discovery/secrets.py). `credentials`/`secrets` are only secret as
 # data files: `credentials.py` or `secrets.py` is code (botocore, google-auth, the stdlib).
 SECRET_FILE_PATTERNS = (
     ".env", ".env.*", ".envrc", "*.env",
@@ -139,8 +145,6 @@ BINARY_EXTENSIONS = frozenset({
 BINARY_FILE_NAMES = frozenset({".ds_store"})
 
 # fmt: on
-CODEQA_IGNORE_FILE = ".codeqaignore"
-GITIGNORE_FILE = ".gitignore"
 # One regex for all secret name patterns: per-pattern fnmatch dominated discovery time.
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # absent on Windows, where FIFOs are not files
 _SECRET_NAME = re.compile("|".join(fnmatch.translate(p) for p in SECRET_FILE_PATTERNS))
@@ -155,349 +159,6 @@ class DiscoverOptions:
     extra_ignore: tuple[str, ...] = ()  # gitignore-syntax patterns relative to the root
     follow_symlinks: bool = True  # symlinks resolving inside the repo; outside never
     include_data_files: bool = False  # True indexes .po catalogs, source maps, .svg, .csv …
-
-
-# ---------------------------------------------------------------------------
-# Ignore rules
-
-
-@dataclass(frozen=True, slots=True)
-class IgnoreWarning:
-    """An ignore-file line git would skip as invalid; discovery skips it too and says so."""
-
-    source: str  # the ignore file, relative to the root ("extra_ignore" for options)
-    line: int  # 1-based
-    pattern: str
-
-    def __str__(self) -> str:
-        return f"{self.source}:{self.line}: ignored invalid pattern {self.pattern!r}"
-
-
-class _InvalidPattern(ValueError):
-    pass
-
-
-# Git ignore patterns are matched here rather than by pathspec's regex translation, whose
-# backtracking made `************a` against a long name take minutes. A pattern is a list of
-# path segments; within a segment `*` and `?` never cross "/" and a run of stars is one star
-# (git's wildmatch: "other consecutive asterisks are regular asterisks"); a whole segment `**`
-# matches zero or more segments. Both levels use the same wildcard matcher, which keeps only
-# the latest star to back up to: O(len(pattern) * len(text)) at worst, never exponential.
-class _Wild(Enum):
-    STAR = "*"  # any run of characters within a segment
-    ANY = "?"  # one character
-    GLOBSTAR = "**"  # a whole segment `**`: any run of segments
-
-
-_STAR, _ANY, _GLOBSTAR = _Wild.STAR, _Wild.ANY, _Wild.GLOBSTAR
-_POSIX_CLASSES = {
-    "alnum": str.isalnum, "alpha": str.isalpha, "blank": lambda c: c in " \t",
-    "cntrl": lambda c: ord(c) < 32 or ord(c) == 127, "digit": str.isdigit,
-    "graph": lambda c: c.isprintable() and not c.isspace(), "lower": str.islower,
-    "print": str.isprintable, "punct": lambda c: c.isprintable() and not c.isalnum()
-    and not c.isspace(), "space": str.isspace, "upper": str.isupper,
-    "xdigit": lambda c: c in "0123456789abcdefABCDEF",
-}  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class _CharClass:
-    negated: bool
-    chars: frozenset[str]
-    ranges: tuple[tuple[str, str], ...]
-    named: tuple[str, ...]
-
-    def matches(self, char: str) -> bool:
-        found = (
-            char in self.chars
-            or any(low <= char <= high for low, high in self.ranges)
-            or any(_POSIX_CLASSES[name](char) for name in self.named)
-        )
-        return found != self.negated
-
-
-_Token = str | _Wild | _CharClass  # a literal character, `*`, `?` or a bracket expression
-
-
-def _wildcard_match(pattern: tuple[object, ...], items: list[str] | str, star: _Wild) -> bool:
-    """Match items against pattern, where `star` matches any run of items: no backtracking
-    beyond the latest star, which is enough because a later star can absorb anything an
-    earlier one could."""
-    p = i = 0
-    star_p, star_i = -1, 0
-    while i < len(items):
-        if p < len(pattern) and pattern[p] is star:
-            star_p, star_i = p, i
-            p += 1
-        elif p < len(pattern) and _one_matches(pattern[p], items[i]):
-            p += 1
-            i += 1
-        elif star_p >= 0:
-            star_i += 1
-            p, i = star_p + 1, star_i
-        else:
-            return False
-    while p < len(pattern) and pattern[p] is star:
-        p += 1
-    return p == len(pattern)
-
-
-def _one_matches(token: object, item: str) -> bool:
-    if isinstance(token, _Segment):
-        return token.matches(item)
-    if isinstance(token, _CharClass):
-        return token.matches(item)
-    return token is _ANY or token == item
-
-
-@dataclass(frozen=True, slots=True)
-class _Segment:
-    literal: str | None  # set when the segment has no wildcards: a plain comparison
-    tokens: tuple[_Token, ...]
-
-    def matches(self, name: str) -> bool:
-        if self.literal is not None:
-            return self.literal == name
-        return _wildcard_match(self.tokens, name, _STAR)
-
-
-def _parse_class(text: str, start: int) -> tuple[_CharClass, int]:
-    """The bracket expression opening at text[start]; returns it and the index after "]"."""
-    i = start + 1
-    negated = i < len(text) and text[i] in "!^"
-    i += negated
-    chars: set[str] = set()
-    ranges: list[tuple[str, str]] = []
-    named: list[str] = []
-    first = True
-    while i < len(text):
-        char = text[i]
-        if char == "]" and not first:
-            return _CharClass(negated, frozenset(chars), tuple(ranges), tuple(named)), i + 1
-        first = False
-        if text.startswith("[:", i):
-            close = text.find(":]", i + 2)
-            if close < 0 or text[i + 2 : close] not in _POSIX_CLASSES:
-                raise _InvalidPattern("unknown character class")
-            named.append(text[i + 2 : close])
-            i = close + 2
-            continue
-        if char == "\\":
-            i += 1
-            if i == len(text):
-                break
-            char = text[i]
-        if i + 2 < len(text) and text[i + 1] == "-" and text[i + 2] != "]":
-            high_at = i + 2
-            if text[high_at] == "\\":
-                high_at += 1
-                if high_at == len(text):
-                    break
-            high = text[high_at]
-            # git's wildmatch compares the first character on its own before seeing the "-",
-            # so a reversed range such as `[z-a]` still matches "z" (and nothing else).
-            chars.add(char)
-            ranges.append((char, high))
-            i = high_at + 1
-            continue
-        chars.add(char)
-        i += 1
-    raise _InvalidPattern("unclosed [")  # git's wildmatch: such a pattern never matches
-
-
-def _parse_segment(text: str) -> _Segment | _Wild:
-    if len(text) >= 2 and text.strip("*") == "":
-        return _GLOBSTAR  # git: two or more stars as a whole segment (`**`, `***`)
-    tokens: list[_Token] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char == "*":
-            if not tokens or tokens[-1] is not _STAR:
-                tokens.append(_STAR)
-            i += 1
-        elif char == "?":
-            tokens.append(_ANY)
-            i += 1
-        elif char == "[":
-            bracket, i = _parse_class(text, i)
-            tokens.append(bracket)
-        elif char == "\\":
-            if i + 1 == len(text):
-                raise _InvalidPattern("trailing backslash")
-            tokens.append(text[i + 1])
-            i += 2
-        else:
-            tokens.append(char)
-            i += 1
-    plain = all(isinstance(token, str) for token in tokens)
-    return _Segment("".join(str(token) for token in tokens) if plain else None, tuple(tokens))
-
-
-_ANY_SEGMENT = _Segment(None, (_STAR,))
-
-
-@dataclass(frozen=True, slots=True)
-class _Pattern:
-    segments: tuple[_Segment | _Wild, ...]
-    ignores: bool  # False for a "!" re-include
-
-    def matches(self, path: str) -> bool:
-        return _wildcard_match(self.segments, path.split("/"), _GLOBSTAR)
-
-
-def _parse_pattern(line: str) -> _Pattern | None:
-    """One gitignore line as a pattern; None for blanks and comments."""
-    if not line or line.startswith("#"):
-        return None
-    ignores = True
-    if line.startswith("!"):
-        ignores, line = False, line[1:]
-        if not line:
-            raise _InvalidPattern("empty negation")
-    anchored = "/" in line
-    segments = [_parse_segment(part) for part in line.split("/") if part]
-    if not segments:
-        raise _InvalidPattern("no name")
-    if not anchored:
-        segments.insert(0, _GLOBSTAR)  # a bare name matches at any depth
-    if segments[-1] is _GLOBSTAR:
-        segments.insert(-1, _ANY_SEGMENT)  # `dir/**` is everything inside dir, not dir itself
-    return _Pattern(tuple(segments), ignores)
-
-
-_Compiled = tuple[_Pattern, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _IgnoreLayer:
-    """One ignore file's patterns, anchored at the folder it lives in, last pattern first.
-
-    A pattern counts only if it matches the path itself (the walk prunes ignored folders, so
-    it needs git's per-path rule). Folders are matched by name (no trailing "/") against the
-    patterns with the "/" of folder-only patterns (`build/`) dropped; folder-only patterns
-    never match a file. So `lib/foo/**` does not exclude lib/foo itself and
-    `!lib/foo/keep.txt` re-includes, as in git.
-    """
-
-    files: _Compiled
-    folders: _Compiled
-    strip: str  # prefix (relative to the root) this layer's folder adds, removed before matching
-    prepend: str  # for an enclosing repo's files: the root's path below that layer's folder
-
-    def decide(self, rel: str, is_dir: bool) -> bool | None:
-        """True: ignored; False: re-included; None: no pattern of this layer matches."""
-        if not rel.startswith(self.strip):
-            return None
-        path = self.prepend + rel[len(self.strip) :]
-        for pattern in self.folders if is_dir else self.files:
-            if pattern.matches(path):
-                return pattern.ignores
-        return None
-
-
-_TRAILING_UNESCAPED_SPACES = re.compile(r"(?<!\\) +$")
-
-
-def _layer(
-    lines: list[str], source: str, warnings: list[IgnoreWarning], strip: str = "", prepend: str = ""
-) -> _IgnoreLayer:
-    """Compile an ignore file's lines; invalid ones are skipped, as git does, and reported."""
-    files: list[_Pattern] = []
-    folders: list[_Pattern] = []
-    for number, raw in enumerate(lines, start=1):
-        line = _TRAILING_UNESCAPED_SPACES.sub("", raw)
-        folder_only = len(line) > 1 and line.endswith("/") and not line.endswith("\\/")
-        try:
-            pattern = _parse_pattern(line[:-1] if folder_only else line)
-        except _InvalidPattern:
-            warnings.append(IgnoreWarning(source, number, line))
-            continue
-        if pattern is None:
-            continue
-        folders.append(pattern)
-        if not folder_only:
-            files.append(pattern)
-    return _IgnoreLayer(tuple(reversed(files)), tuple(reversed(folders)), strip, prepend)
-
-
-class _IgnoreRules:
-    """Layers checked from highest precedence down; the first that matches decides."""
-
-    def __init__(self, layers: tuple[_IgnoreLayer, ...]) -> None:
-        self._layers = layers  # highest precedence first
-
-    def with_layer_below(self, top: int, layer: _IgnoreLayer) -> _IgnoreRules:
-        """A copy with `layer` inserted after the first `top` layers (the overriding ones)."""
-        layers = self._layers
-        return _IgnoreRules(layers[:top] + (layer,) + layers[top:])
-
-    def ignored(self, rel: str, is_dir: bool) -> bool:
-        for layer in self._layers:
-            decision = layer.decide(rel, is_dir)
-            if decision is not None:
-                return decision
-        return False
-
-
-def _read_patterns(path: str) -> list[str] | None:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return None  # absent or unreadable: no rules from it, like git
-    return raw.decode("utf-8", errors="replace").splitlines()
-
-
-def _layer_from_file(
-    path: str, source: str, warnings: list[IgnoreWarning], strip: str = "", prepend: str = ""
-) -> _IgnoreLayer | None:
-    lines = _read_patterns(path)
-    if not lines:
-        return None
-    return _layer(lines, source, warnings, strip, prepend)
-
-
-def _enclosing_git_layers(root: Path, warnings: list[IgnoreWarning]) -> list[_IgnoreLayer]:
-    """.gitignore files of folders above `root` inside the same git work tree, deepest first."""
-    layers: list[_IgnoreLayer] = []
-    below = ""
-    current = root
-    while not os.path.exists(os.path.join(current, ".git")):
-        parent = current.parent
-        if parent == current:
-            return []  # not inside a git work tree: nothing above applies
-        below = f"{current.name}/{below}"
-        current = parent
-        path = os.path.join(current, GITIGNORE_FILE)
-        layer = _layer_from_file(path, os.path.relpath(path, root), warnings, prepend=below)
-        if layer is not None:
-            layers.append(layer)
-    if below:
-        path = os.path.join(current, ".git", "info", "exclude")
-        exclude = _layer_from_file(path, os.path.relpath(path, root), warnings, prepend=below)
-        if exclude is not None:
-            layers.append(exclude)
-    return layers
-
-
-def _initial_rules(
-    root: Path, options: DiscoverOptions, warnings: list[IgnoreWarning]
-) -> tuple[_IgnoreRules, int]:
-    """Rules before any .gitignore under root is read, and how many layers override those."""
-    overriding: list[_IgnoreLayer] = []
-    if options.extra_ignore:
-        overriding.append(_layer(list(options.extra_ignore), "extra_ignore", warnings))
-    codeqa = _layer_from_file(os.path.join(root, CODEQA_IGNORE_FILE), CODEQA_IGNORE_FILE, warnings)
-    if codeqa is not None:
-        overriding.append(codeqa)
-    below: list[_IgnoreLayer] = []
-    exclude_path = os.path.join(root, ".git", "info", "exclude")
-    exclude = _layer_from_file(exclude_path, ".git/info/exclude", warnings)
-    below.extend(_enclosing_git_layers(Path(os.path.realpath(root)), warnings))
-    if exclude is not None:
-        below.append(exclude)
-    return _IgnoreRules(tuple(overriding + below)), len(overriding)
 
 
 # ---------------------------------------------------------------------------
@@ -629,7 +290,7 @@ class _Folder:
     path: str  # where to list it: the real path when reached through a symlink
     rel: str  # relative to the root, ending in "/" ("" for the root)
     real: str
-    rules: _IgnoreRules
+    rules: IgnoreRules
 
 
 class _Walk:
@@ -638,7 +299,7 @@ class _Walk:
         self.root_real = os.path.realpath(root)
         self.options = options
         self.warnings: list[IgnoreWarning] = []
-        self.rules, self.overriding = _initial_rules(root, options, self.warnings)
+        self.rules, self.overriding = initial_rules(root, options.extra_ignore, self.warnings)
 
     def run(self) -> Iterator[DiscoveredItem]:
         """Depth first with an explicit stack (no recursion limit on deep trees)."""
@@ -671,7 +332,7 @@ class _Walk:
         return taken
 
     def _open(
-        self, path: str, rel_dir: str, real: str, rules: _IgnoreRules
+        self, path: str, rel_dir: str, real: str, rules: IgnoreRules
     ) -> _Folder | SkippedFile:
         """List a folder and add its .gitignore, or say why it is not entered."""
         try:
@@ -685,7 +346,7 @@ class _Walk:
         if GITIGNORE_FILE in names:
             source = rel_dir + GITIGNORE_FILE
             gitignore = os.path.join(path, GITIGNORE_FILE)
-            layer = _layer_from_file(gitignore, source, self.warnings, strip=rel_dir)
+            layer = layer_from_file(gitignore, source, self.warnings, strip=rel_dir)
             if layer is not None:
                 rules = rules.with_layer_below(self.overriding, layer)
         return _Folder(iter(entries), path, rel_dir, real, rules)
@@ -723,7 +384,7 @@ class _Walk:
         return self._read_file(name, rel, target, folder.rules, real)
 
     def _read_file(
-        self, name: str, rel: str, path: str, rules: _IgnoreRules, real: str | None
+        self, name: str, rel: str, path: str, rules: IgnoreRules, real: str | None
     ) -> SourceFile | SkippedFile:
         reason = self._skip_file_reason(name, rel, rules, real)
         if reason is not None:
@@ -812,7 +473,7 @@ class _Walk:
             names & VENDOR_DIR_MARKERS
         )
 
-    def _skip_dir(self, name: str, rel: str, rules: _IgnoreRules) -> SkippedFile | None:
+    def _skip_dir(self, name: str, rel: str, rules: IgnoreRules) -> SkippedFile | None:
         if name in ALWAYS_SKIPPED_DIRS or name.endswith(ALWAYS_SKIPPED_DIR_SUFFIXES):
             return SkippedFile(rel + "/", SkipReason.IGNORED)
         if not self.options.include_secrets and name in SECRET_DIRS:
@@ -822,7 +483,7 @@ class _Walk:
         return None
 
     def _skip_file_reason(
-        self, name: str, rel: str, rules: _IgnoreRules, real: str | None
+        self, name: str, rel: str, rules: IgnoreRules, real: str | None
     ) -> SkipReason | None:
         if not self.options.include_secrets and (
             _is_secret_name(name) or (real is not None and _is_secret_name(os.path.basename(real)))
