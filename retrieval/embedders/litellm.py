@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 import numpy as np
+from codeqa.retrieval.embedders.registry import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 from codeqa.retrieval.offline import prepare_offline_environment
 from tenacity import (
@@ -123,8 +124,7 @@ class LiteLLMEmbedder:
         vectors = np.asarray([_field(item, "embedding") for item in rows], dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] == 0:
             raise EmbedderUnavailable(f"{self.model} returned no usable vectors")
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.maximum(norms, 1e-12)
+        return l2_normalised(vectors)
 
 
 def _litellm() -> ModuleType:
