@@ -24,6 +24,10 @@ CHUNKS_PER_STORE_WRITE = 4096
 # store, so it is worth it after a bulk fill, not after re-indexing a few files.
 REINDEX_AFTER_VECTORS = 1000
 
+# The index folder's store subfolder (LanceDB's table, or embedded Weaviate's data);
+# `codeqa index --rebuild` wipes it.
+STORE_FOLDER = "store"
+
 # Bump when the on-disk layout of an index changes incompatibly.
 INDEX_FORMAT_VERSION = 1
 
