@@ -24,10 +24,6 @@ CHUNKS_PER_STORE_WRITE = 4096
 # store, so it is worth it after a bulk fill, not after re-indexing a few files.
 REINDEX_AFTER_VECTORS = 1000
 
-# The index folder's store subfolder (LanceDB's table, or embedded Weaviate's data);
-# `codeqa index --rebuild` wipes it.
-STORE_FOLDER = "store"
-
 # Bump when the on-disk layout of an index changes incompatibly.
 INDEX_FORMAT_VERSION = 1
 
@@ -78,3 +74,8 @@ def index_dir_for(repo_root: Path, override: Path | None) -> Path:
         return override.expanduser().resolve()
     digest = hashlib.sha1(str(repo_root).encode("utf-8", "surrogateescape")).hexdigest()[:12]
     return default_index_root() / f"{repo_root.name or 'root'}-{digest}"
+
+
+# Inside the index folder, the store subfolder (LanceDB's table, or embedded Weaviate's data);
+# `codeqa index --rebuild` wipes it.
+STORE_FOLDER = "store"
