@@ -25,11 +25,11 @@ from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import AgentState, Query, QueryKind, Turn
 from codeqa.agent.tools import RepoTools
 from codeqa.retrieval.records import SearchHit
+from codeqa.retrieval.search.fusion import fuse_by_reciprocal_rank
 from codeqa.retrieval.search.query import cap_query
-from codeqa.retrieval.stores.protocol import RRF_K
 from langgraph.runtime import Runtime
 
-# The per-query lists are fused by reciprocal rank with the store's RRF_K: it keeps
+# The per-query lists are fused by reciprocal rank (search/fusion.py, RRF_K): it keeps
 # one list's top hit from drowning the others.
 # Exact tools name what the question names; a grep for a common string is noisier.
 QUERY_WEIGHTS = {
@@ -184,15 +184,15 @@ def needs_more_evidence(state: AgentState) -> bool:
 
 def fuse(ranked_lists: Sequence[tuple[float, Sequence[SearchHit]]]) -> list[SearchHit]:
     """Weighted reciprocal-rank fusion, one entry per chunk, best first."""
-    scores: dict[str, float] = {}
-    chunks: dict[str, SearchHit] = {}
-    for weight, hits in ranked_lists:
-        for rank, hit in enumerate(hits):
-            key = hit.chunk.chunk_id
-            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank + 1)
-            chunks.setdefault(key, hit)
-    ordered = sorted(scores, key=lambda key: scores[key], reverse=True)
-    return [SearchHit(chunks[key].chunk, scores[key]) for key in ordered]
+    first_hits: dict[str, SearchHit] = {}
+    for _, hits in ranked_lists:
+        for hit in hits:
+            first_hits.setdefault(hit.chunk.chunk_id, hit)
+    fused = fuse_by_reciprocal_rank(
+        [[hit.chunk.chunk_id for hit in hits] for _, hits in ranked_lists],
+        weights=[weight for weight, _ in ranked_lists],
+    )
+    return [SearchHit(first_hits[key].chunk, score) for key, score in fused]
 
 
 def _run(query: Query, context: AgentContext) -> list[SearchHit]:

@@ -74,3 +74,8 @@ def index_dir_for(repo_root: Path, override: Path | None) -> Path:
         return override.expanduser().resolve()
     digest = hashlib.sha1(str(repo_root).encode("utf-8", "surrogateescape")).hexdigest()[:12]
     return default_index_root() / f"{repo_root.name or 'root'}-{digest}"
+
+
+# Inside the index folder, the store subfolder (LanceDB's table, or embedded Weaviate's data);
+# `codeqa index --rebuild` wipes it.
+STORE_FOLDER = "store"

@@ -25,6 +25,7 @@ from codeqa.retrieval.config import (
     CHUNKS_PER_STORE_WRITE,
     FILES_PER_BATCH,
     REINDEX_AFTER_VECTORS,
+    STORE_FOLDER,
     IndexSettings,
     index_dir_for,
     vector_cache_path,
@@ -67,7 +68,6 @@ def content_version(chunker: str) -> str:
     return CONTENT_VERSION if chunker == THREE_TIER else f"{CONTENT_VERSION}, {chunker}"
 
 
-STORE_FOLDER = "store"
 LOCK_NAME = "lock"
 # Written into every folder codeqa makes an index in: `--rebuild` wipes only a folder
 # holding it (or a manifest, for indexes made before it existed), and only codeqa's names.

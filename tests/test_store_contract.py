@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from codeqa.retrieval.errors import IndexMismatch
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.search.fusion import RRF_K
 from codeqa.retrieval.stores.lancedb import LanceStore
-from codeqa.retrieval.stores.protocol import RRF_K, Store
+from codeqa.retrieval.stores.protocol import Store
 from weaviate_backend import open_weaviate_for_test
 
 DIM = 4

@@ -8,20 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pytest
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
-from codeqa.retrieval.stores.lance_snapshot import VectorScan, lance_dot_distances
-from codeqa.retrieval.stores.lancedb import (
-    TABLE_NAME,
-    VECTOR_COLUMN,
-    LanceStore,
-    LanceTuning,
-    fuse_by_reciprocal_rank,
-)
-from codeqa.retrieval.stores.protocol import RRF_K
+from codeqa.retrieval.search.fusion import RRF_K, fuse_by_reciprocal_rank
+from codeqa.retrieval.stores.lancedb import LanceStore, LanceTuning
 
-# A store that never holds its table in memory: every search is LanceDB's own.
-LANCEDB_ALONE = LanceTuning(max_bytes_in_memory=0)
 WORDS = ["session", "request", "header", "redirect", "timeout", "proxy", "stream"]
 
 
@@ -75,57 +65,6 @@ def queries(dim: int) -> list[np.ndarray]:
     return list(rng.standard_normal((6, dim)).astype(np.float32))
 
 
-@pytest.mark.parametrize("dim", [384, 12])
-def test_searches_from_memory_return_exactly_what_lancedb_alone_returns(tmp_path, dim):
-    # 12: LanceDB computes dot products of 8 to 16 values with another kernel; the store
-    # notices on its first query and leaves vector search to LanceDB.
-    in_memory = fill(tmp_path / "memory", dim)
-    alone = fill(tmp_path / "alone", dim, LANCEDB_ALONE)
-    try:
-        for vector in queries(dim):
-            for mode in (SearchMode.VECTOR, SearchMode.HYBRID):
-                for limit in (1, 7, 50, 500):
-                    expected = alone.search("cookie", vector, mode, limit)
-                    found = in_memory.search("cookie", vector, mode, limit)
-                    assert found == expected, (mode, limit)
-    finally:
-        in_memory.close()
-        alone.close()
-
-
-@pytest.mark.parametrize("dim", [384, 20])
-def test_in_memory_distances_are_lancedbs_to_the_bit(tmp_path, dim):
-    import lancedb
-
-    fill(tmp_path / "index", dim).close()
-    table = lancedb.connect(tmp_path / "index").open_table(TABLE_NAME)
-    stored = table.search().select([VECTOR_COLUMN]).with_row_id(True).limit(None).to_arrow()
-    scan = VectorScan.from_arrow(stored["_rowid"], stored[VECTOR_COLUMN])
-    assert scan is not None
-    for vector in queries(dim):
-        query = vector / np.linalg.norm(vector)
-        lance = (
-            table.search(query, vector_column_name=VECTOR_COLUMN)
-            .distance_type("dot")
-            .select(["_distance"])
-            .with_row_id(True)
-            .limit(60)
-            .to_arrow()
-        )
-        rows, distances = scan.nearest(query, 60)
-        assert rows.tolist() == lance["_rowid"].to_pylist()
-        assert distances.tolist() == lance["_distance"].to_pylist()
-
-
-def test_lance_dot_distances_handle_dimensions_that_are_not_multiples_of_16():
-    rng = np.random.default_rng(3)
-    for dim in (1, 5, 17, 100):
-        vectors = rng.standard_normal((9, dim)).astype(np.float32)
-        query = rng.standard_normal(dim).astype(np.float32)
-        expected = 1.0 - vectors.astype(np.float64) @ query.astype(np.float64)
-        np.testing.assert_allclose(lance_dot_distances(vectors, query), expected, atol=1e-5)
-
-
 def test_writes_are_seen_by_the_next_search(tmp_path):
     store = fill(tmp_path / "index", 24)
     try:
@@ -157,7 +96,8 @@ def test_fusion_is_lancedbs_rrf_reranker_to_the_bit():
         expected = list(
             zip(fused["_rowid"].to_pylist(), fused["_relevance_score"].to_pylist(), strict=True)
         )
-        assert fuse_by_reciprocal_rank([vector_rows, bm25_rows], RRF_K) == expected
+        fused_here = fuse_by_reciprocal_rank([vector_rows, bm25_rows], float32_scores=True)
+        assert fused_here == expected
 
 
 def test_lancedb_is_imported_without_its_rest_client_which_loads_on_first_use(tmp_path):

@@ -13,22 +13,19 @@ import time
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import STORE_FOLDER, IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
 from codeqa.retrieval.records import Chunk, ChunkKind
 from codeqa.retrieval.stores.protocol import chunk_to_row
-from codeqa.retrieval.stores.weaviate import (
+from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
+from codeqa.retrieval.stores.weaviate_server import (
     API_KEY_ENV,
     BINARY_DIR_ENV,
     BINARY_DOWNLOAD_HOST,
     COLLECTION_ENV,
     LOCK_NAME,
-    STORE_FOLDER,
-    _chunk,
-    _properties,
     collection_name_for,
     embedded_binary_file,
-    open_weaviate_store,
     parse_server_url,
     resolve_target,
 )

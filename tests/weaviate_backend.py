@@ -13,12 +13,8 @@ from pathlib import Path
 import pytest
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.stores.protocol import Store
-from codeqa.retrieval.stores.weaviate import (
-    default_binary_dir,
-    drop_weaviate_index,
-    embedded_binary_file,
-    open_weaviate_store,
-)
+from codeqa.retrieval.stores.weaviate import drop_weaviate_index, open_weaviate_store
+from codeqa.retrieval.stores.weaviate_server import default_binary_dir, embedded_binary_file
 
 URL_ENV = "CODEQA_TEST_WEAVIATE_URL"
 GRPC_PORT_ENV = "CODEQA_TEST_WEAVIATE_GRPC_PORT"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from codeqa.retrieval.embedders.registry import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 from codeqa.retrieval.litellm_calls import first_line, is_transient, load_litellm, missing_api_keys
 from tenacity import (
@@ -122,8 +123,7 @@ class LiteLLMEmbedder:
         vectors = np.asarray([_field(item, "embedding") for item in rows], dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] == 0:
             raise EmbedderUnavailable(f"{self.model} returned no usable vectors")
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.maximum(norms, 1e-12)
+        return l2_normalised(vectors)
 
 
 def _check_credentials(model: str) -> None:

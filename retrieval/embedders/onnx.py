@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from codeqa.retrieval.embedders.model_files import bundled_file, file_sha256, verified_file
+from codeqa.retrieval.embedders.registry import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 
 if TYPE_CHECKING:  # imported lazily at run time: onnxruntime costs ~0.3 s to import
@@ -149,7 +150,7 @@ class _LoadedModel:
         (hidden,) = self.session.run(["last_hidden_state"], feeds)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
-        return _l2_normalised(pooled)
+        return l2_normalised(pooled)
 
 
 def _load_model(embedder: OnnxEmbedder) -> _LoadedModel:
@@ -207,8 +208,3 @@ def _read_tokenizer_json(spec: OnnxModelSpec) -> str:
             return gzip.decompress(path.read_bytes()).decode("utf-8")
         except OSError as error:
             raise EmbedderUnavailable(f"cannot read tokenizer {path}: {error}") from None
-
-
-def _l2_normalised(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)

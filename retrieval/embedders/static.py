@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from codeqa.retrieval.embedders.model_files import bundled_file
+from codeqa.retrieval.embedders.registry import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 
 if TYPE_CHECKING:
@@ -68,8 +69,7 @@ class StaticEmbedder:
             ids = ids[ids < table.shape[0]]
             if ids.size:
                 out[row] = table[ids].mean(axis=0)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        return l2_normalised(out)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

@@ -8,16 +8,14 @@ Behaviours of LanceDB 0.40 this module relies on (each covered by the contract t
   are invisible to the vector side and found by the BM25 side of a hybrid query;
 - hybrid = the BM25 and vector queries, each `hybrid_depth` deep, fused as LanceDB's
   `RRFReranker` fuses them (score of a chunk = sum over the lists it is in of
-  1 / (RRF_K + rank)), reproduced here to the bit (see `fuse_by_reciprocal_rank`);
-- the vector query is LanceDB's flat scan, answered from a copy of the table in memory
-  (lance_snapshot.py: same rows, same order, same distances, ~20x faster) once a first
-  query has shown that both agree; chunks are read from that copy too.
+  1 / (RRF_K + rank)), reproduced to the bit (search/fusion.py, `float32_scores`);
+- the vector query is LanceDB's own flat scan; each leg reads its chunks with its ranking.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from codeqa.retrieval.embedders.registry import l2_normalised
 from codeqa.retrieval.errors import (
     IndexMismatch,
     StoreUnavailable,
@@ -34,20 +33,19 @@ from codeqa.retrieval.errors import (
     write_failure_reason,
 )
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
+from codeqa.retrieval.search.fusion import RRF_K, fuse_by_reciprocal_rank
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
-from codeqa.retrieval.stores.lance_snapshot import TableSnapshot, VectorScan, chunks_from_table
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
-    RRF_K,
     QueryVector,
     StoreHealth,
     check_vectors,
     chunk_from_row,
     chunk_to_row,
     effective_mode,
+    rank_symbol_matches,
     resolve_query_vector,
-    symbol_match_rank,
     unique_by_id,
 )
 
@@ -88,17 +86,6 @@ class LanceTuning:
     remove_stop_words: bool = True
     # Deletes are sent as `path IN (...)` filters of at most this many paths.
     delete_batch: int = 500
-    # Searches read chunks and vectors from a copy of the table in memory (lance_snapshot.py)
-    # while the table takes at most this much on disk (django: 26 MiB for 7,431 chunks,
-    # 20 MiB of it held, so ~70k chunks at most); a larger one is searched by LanceDB alone.
-    max_bytes_in_memory: int = 256 * 2**20
-    # The in-memory vector search is compared with LanceDB's on this many rows of a first
-    # query before it is used: a different summation order shows in nearly every row.
-    scan_check_rows: int = 256
-
-
-# (row id, score) pairs best first, and the chunks of those rows already read.
-_Ranking = tuple[list[tuple[int, float]], dict[int, Chunk]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +111,6 @@ class LanceStore:
         # so their merge commits never conflict.
         self._write_lock = threading.Lock()
         self._legs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeqa-bm25")
-        # Bumped after every write: a snapshot in memory belongs to one table version.
-        self._generation = 0
-        self._snapshot: tuple[int, TableSnapshot | None] | None = None
-        self._snapshot_lock = threading.Lock()
-        # None until a query has compared the in-memory scan with LanceDB's; False for good
-        # if they differed (LanceDB computes some dimensions with other kernels).
-        self._scan_agrees: bool | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(self.directory))
@@ -215,7 +195,7 @@ class LanceStore:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """Hold the write lock; afterwards, whatever happened, snapshots read before are stale.
+        """Hold the write lock while writing.
 
         A failed write (disk full, read-only folder) leaves the table at its last commit,
         as an interruption would; it is reported in one line. Lance wraps OS errors in
@@ -226,8 +206,6 @@ class LanceStore:
                 yield
             except (OSError, RuntimeError) as error:
                 raise cannot_write(self.directory, error) from None
-            finally:
-                self._generation += 1
 
     # ---- reads --------------------------------------------------------------------------
 
@@ -263,18 +241,11 @@ class LanceStore:
     def find_symbol(self, name: str, limit: int) -> list[Chunk]:
         if not name or limit <= 0:
             return []
-        # LIKE's `_` wildcard may over-match identifiers; symbol_match_rank keeps only true
+        # LIKE's `_` wildcard may over-match identifiers; rank_symbol_matches keeps only true
         # matches. The pattern itself is a quoted literal, so any name is safe.
         pattern = _sql_literal("%" + name)
         rows = self._scan(f"symbol LIKE {pattern}", list(CHUNK_COLUMNS))
-        ranked = []
-        for row in rows:
-            rank = symbol_match_rank(row["symbol"], name)
-            if rank is not None:
-                chunk = chunk_from_row(row)
-                ranked.append(((rank, chunk.path, chunk.start_line), chunk))
-        ranked.sort(key=lambda pair: pair[0])
-        return [chunk for _, chunk in ranked[:limit]]
+        return rank_symbol_matches((chunk_from_row(row) for row in rows), name, limit)
 
     def ids_missing_vectors(self) -> list[str]:
         return [row["chunk_id"] for row in self._scan(f"{VECTOR_COLUMN} IS NULL", ["chunk_id"])]
@@ -304,20 +275,19 @@ class LanceStore:
     # ---- search legs --------------------------------------------------------------------
 
     def _bm25(self, keywords: str, limit: int) -> list[SearchHit]:
-        def ranked() -> _Ranking:
-            leg = self._bm25_leg(keywords, limit)
-            return list(zip(leg.row_ids, leg.scores, strict=True)), leg.chunks
-
-        return self._hits(ranked)
+        leg = self._bm25_leg(keywords, limit)
+        return [
+            SearchHit(leg.chunks[row], score)
+            for row, score in zip(leg.row_ids, leg.scores, strict=True)
+        ]
 
     def _vector(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
-        def ranked() -> _Ranking:
-            leg = self._vector_leg(vector, limit)
-            # Score as similarity (higher is better, like the other modes).
-            similarities = [1.0 - distance for distance in leg.scores]
-            return list(zip(leg.row_ids, similarities, strict=True)), leg.chunks
-
-        return self._hits(ranked)
+        leg = self._vector_leg(vector, limit)
+        # Score as similarity (higher is better, like the other modes).
+        return [
+            SearchHit(leg.chunks[row], 1.0 - distance)
+            for row, distance in zip(leg.row_ids, leg.scores, strict=True)
+        ]
 
     def _hybrid(
         self, pending_bm25: Future[_Leg], vector: np.ndarray, limit: int
@@ -330,130 +300,49 @@ class LanceStore:
         the query vector exists.
         """
         depth = max(limit, self.tuning.hybrid_depth)
-
-        def ranked() -> _Ranking:
-            vector_leg = self._vector_leg(vector, depth)
-            bm25 = pending_bm25.result()
-            # LanceDB's order of the lists: vector results first (it matters for ties).
-            fused = fuse_by_reciprocal_rank([vector_leg.row_ids, bm25.row_ids], RRF_K)
-            return fused[:limit], {**vector_leg.chunks, **bm25.chunks}
-
-        return self._hits(ranked)
-
-    def _hits(self, ranked: Callable[[], _Ranking]) -> list[SearchHit]:
-        """Hits for `ranked()`'s (row id, score) pairs, best first, with their chunks.
-
-        A row is missing only if a concurrent write rewrote it after the snapshot was
-        read: the ranking is then computed once more on a fresh snapshot.
-        """
-        for attempt in range(2):
-            scored, known = ranked()
-            chunks = self._chunks_for([row for row, _ in scored], known)
-            if len(chunks) == len(scored) or attempt:
-                break
-            self._snapshot = None
-        return [SearchHit(chunks[row], score) for row, score in scored if row in chunks]
+        vector_leg = self._vector_leg(vector, depth)
+        bm25 = pending_bm25.result()
+        chunks = {**vector_leg.chunks, **bm25.chunks}
+        # LanceDB's order of the lists: vector results first (it matters for ties).
+        fused = fuse_by_reciprocal_rank(
+            [vector_leg.row_ids, bm25.row_ids], k=RRF_K, float32_scores=True
+        )
+        return [SearchHit(chunks[row], score) for row, score in fused[:limit]]
 
     def _bm25_leg(self, keywords: str, limit: int) -> _Leg:
         if not self._has_fts_index:
             return _Leg([], [], {})
-        # With the table in memory only scores are read; chunks come from the snapshot.
-        snapshot = self._current_snapshot()
-        columns = ["_score"] if snapshot is not None else [*CHUNK_COLUMNS, "_score"]
         table = (
             self._table.search(keywords, query_type="fts", fts_columns=KEYWORD_COLUMN)
-            .select(columns)
+            .select([*CHUNK_COLUMNS, "_score"])
             .with_row_id(True)
             .limit(limit)
             .to_arrow()
         )
-        rows = table["_rowid"].to_pylist()
-        chunks = {} if snapshot is not None else _chunks_by_row(rows, table)
-        return _Leg(rows, table["_score"].to_pylist(), chunks)
+        return _leg(table, "_score")
 
     def _vector_leg(self, vector: np.ndarray, limit: int) -> _Leg:
-        """The `limit` nearest rows: from memory once that is known to agree with LanceDB."""
-        snapshot = self._current_snapshot()
-        scan = None if snapshot is None or self._scan_agrees is False else snapshot.vectors
-        if scan is not None and self._scan_agrees is None:
-            self._scan_agrees = self._agrees_with_lancedb(scan, vector)
-        if scan is not None and self._scan_agrees:
-            rows, distances = scan.nearest(vector, limit)
-            return _Leg(rows.tolist(), distances.tolist(), {})
-        table = self._lancedb_nearest(vector, limit, [*CHUNK_COLUMNS, "_distance"])
-        rows = table["_rowid"].to_pylist()
-        return _Leg(rows, table["_distance"].to_pylist(), _chunks_by_row(rows, table))
-
-    def _lancedb_nearest(self, vector: np.ndarray, limit: int, columns: list[str]) -> pa.Table:
-        """LanceDB's own flat vector scan: the `limit` nearest rows, with `_rowid`."""
-        return (
+        """The `limit` nearest rows by LanceDB's flat scan (exact; ties by row id)."""
+        # LanceDB's own scan, on measurement. Until 2026-11 an in-memory copy of the table
+        # (lance_snapshot.py: ~130 lines reproducing LanceDB's float32 kernel bit for bit,
+        # a first-query agreement check, a lock and a generation counter) answered this
+        # leg. Django index (7,431 chunks), 164 hybrid `Index.search` calls (the 114 django
+        # questions of swebench-loc-dev + the 50 shortest of sweqa-dev), 2 warm-up rounds,
+        # six alternating runs each on 2 shared cores: p50 38.4-68.8 ms (median of runs
+        # 49.7), p95 80.0-111.7 ms (98.3) with the copy; p50 39.9-57.1 ms (47.7), p95
+        # 61.8-91.4 ms (73.6) with this scan. No gain above the machine's noise, next to
+        # the query's embedding and an answer's LLM calls: not worth a private copy of
+        # LanceDB's kernel. Results are identical by construction: this is the scan the
+        # copy imitated (and the dev evals' hit lists were compared: none differ).
+        table = (
             self._table.search(vector, query_type="vector", vector_column_name=VECTOR_COLUMN)
             .distance_type(self.tuning.distance)
-            .select(columns)
+            .select([*CHUNK_COLUMNS, "_distance"])
             .with_row_id(True)
             .limit(limit)
             .to_arrow()
         )
-
-    def _agrees_with_lancedb(self, scan: VectorScan, vector: np.ndarray) -> bool | None:
-        """Whether the in-memory scan ranks and scores rows exactly as LanceDB does.
-
-        Checked once per store, on its first vector query, over `scan_check_rows` rows;
-        None (ask again next time) if a write or an empty table leaves it undecided.
-        """
-        generation = self._generation
-        depth = self.tuning.scan_check_rows
-        table = self._lancedb_nearest(vector, depth, ["_distance"])
-        if table.num_rows == 0 or self._generation != generation:
-            return None
-        rows, distances = scan.nearest(vector, depth)
-        return (
-            rows.tolist() == table["_rowid"].to_pylist()
-            and distances.tolist() == table["_distance"].to_pylist()
-        )
-
-    def _current_snapshot(self) -> TableSnapshot | None:
-        """The table as this store last wrote it, in memory; None if too big (ask LanceDB)."""
-        generation = self._generation
-        held = self._snapshot
-        if held is None or held[0] != generation:
-            with self._snapshot_lock:  # the BM25 leg's thread may want it at the same time
-                held = self._snapshot
-                if held is None or held[0] != generation:
-                    # Tagged with the generation read before loading: a write meanwhile
-                    # makes the next search load again.
-                    held = (generation, self._load_snapshot())
-                    self._snapshot = held
-        return held[1]
-
-    def _load_snapshot(self) -> TableSnapshot | None:
-        if self._table.stats()["total_bytes"] > self.tuning.max_bytes_in_memory:
-            return None
-        table = (
-            self._table.search()
-            .select([*CHUNK_COLUMNS, VECTOR_COLUMN])
-            .with_row_id(True)
-            .limit(None)
-            .to_arrow()
-        )
-        return TableSnapshot.from_arrow(table, VECTOR_COLUMN)
-
-    def _chunks_for(self, rows: Sequence[int], known: dict[int, Chunk]) -> dict[int, Chunk]:
-        """Chunks of these rows: those already read, the snapshot's, the rest fetched."""
-        found = {row: known[row] for row in rows if row in known}
-        snapshot = self._current_snapshot() if len(found) < len(rows) else None
-        if snapshot is not None:
-            found.update(snapshot.chunks([row for row in rows if row not in found]))
-        missing = [row for row in rows if row not in found]
-        if missing:
-            table = (
-                self._table.take_row_ids(missing)
-                .select(list(CHUNK_COLUMNS))
-                .with_row_id()
-                .to_arrow()
-            )
-            found.update(_chunks_by_row(table["_rowid"].to_pylist(), table))
-        return found
+        return _leg(table, "_distance")
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -519,8 +408,7 @@ class LanceStore:
 
     def _vectors_to_arrow(self, vectors: np.ndarray) -> pa.Array:
         """Vectors L2-normalised (so dot distance is cosine) as a fixed-size list array."""
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        unit = l2_normalised(vectors)
         flat = pa.array(np.ascontiguousarray(unit, dtype=np.float32).ravel(), pa.float32())
         return pa.FixedSizeListArray.from_arrays(flat, self.dim)
 
@@ -529,10 +417,10 @@ class LanceStore:
         array = np.asarray(vector, dtype=np.float32).ravel()
         if array.shape != (self.dim,):
             raise ValueError(f"expected a query vector of {self.dim} values, got {array.shape}")
-        norm = float(np.linalg.norm(array))
-        if not np.isfinite(norm) or norm == 0.0:
+        unit = l2_normalised(array)
+        if not np.isfinite(unit).all() or not unit.any():
             return None
-        return array / norm
+        return unit
 
     def _schema(self) -> pa.Schema:
         return pa.schema(
@@ -554,25 +442,16 @@ class LanceStore:
         )
 
 
-def fuse_by_reciprocal_rank(ranked: Sequence[Sequence[int]], k: int) -> list[tuple[int, float]]:
-    """Row ids by descending RRF score, computed exactly as LanceDB's `RRFReranker` does.
-
-    Same arithmetic (float64 sums, list by list, then float32) and same order: a stable
-    descending sort of the rows as first met, the lists taken in the order given
-    (LanceDB passes vector results, then BM25), so ties keep that order.
-    """
-    scores: dict[int, float] = {}
-    for rows in ranked:
-        for rank, row in enumerate(rows, start=1):
-            scores[row] = scores.get(row, 0.0) + 1 / (rank + k)
-    rows = list(scores)
-    relevance = np.array(list(scores.values()), dtype=np.float32)
-    order = np.argsort(-relevance, kind="stable")
-    return [(rows[i], float(relevance[i])) for i in order]
-
-
-def _chunks_by_row(rows: list[int], table: pa.Table) -> dict[int, Chunk]:
-    return dict(zip(rows, chunks_from_table(table), strict=True))
+def _leg(table: pa.Table, score_column: str) -> _Leg:
+    """A leg from a query's result table: CHUNK_COLUMNS, `_rowid` and its score column."""
+    rows = table["_rowid"].to_pylist()
+    # Read column by column: much faster than materialising each row as a dict.
+    columns = [table[name].to_pylist() for name in CHUNK_COLUMNS]
+    chunks = [
+        chunk_from_row(dict(zip(CHUNK_COLUMNS, values, strict=True)))
+        for values in zip(*columns, strict=True)
+    ]
+    return _Leg(rows, table[score_column].to_pylist(), dict(zip(rows, chunks, strict=True)))
 
 
 def _sql_literal(value: str) -> str:

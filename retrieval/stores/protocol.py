@@ -10,11 +10,6 @@ import numpy as np
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SearchMode
 from codeqa.retrieval.search.keywords import keyword_text
 
-# Reciprocal Rank Fusion constant: a hit at rank r (1-based) in one result list adds
-# 1 / (RRF_K + r). 60 is the value of Cormack et al. (SIGIR 2009) and LanceDB's default;
-# the paper found the choice uncritical.
-RRF_K = 60
-
 # Columns holding a chunk's fields, in `Chunk` order, as every backend stores them.
 CHUNK_COLUMNS = (
     "path",
@@ -174,6 +169,18 @@ def symbol_match_rank(symbol: str | None, name: str) -> int | None:
     if symbol.endswith("." + name):
         return 1
     return None
+
+
+def rank_symbol_matches(chunks: Iterable[Chunk], name: str, limit: int) -> list[Chunk]:
+    """`find_symbol`'s answer from a store's candidates: true matches only, exact ones
+    first, then by path and start line, at most `limit`."""
+    ranked = []
+    for chunk in chunks:
+        rank = symbol_match_rank(chunk.symbol, name)
+        if rank is not None:
+            ranked.append(((rank, chunk.path, chunk.start_line), chunk))
+    ranked.sort(key=lambda pair: pair[0])
+    return [chunk for _, chunk in ranked[:limit]]
 
 
 def effective_mode(mode: SearchMode, keywords: str, vector: np.ndarray | None) -> SearchMode:

@@ -1,13 +1,15 @@
 """The Weaviate store: one collection per index, on embedded Weaviate or a Weaviate server/cluster.
 
+Where the collection lives and how it is reached (URL, embedded server) is weaviate_server.py.
+
 A thin adapter over weaviate-client v4; the chunk <-> row mapping, the keyword text and
-the vector checks are the shared ones of `store.py` (tested on LanceDB). What it relies on:
+the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What it relies on:
 - vectors are codeqa's own (`Configure.Vectors.self_provided`, one named vector);
 - BM25 runs only on the `keywords` property, pre-tokenised by keywords.py and indexed with
   `Tokenization.WHITESPACE`, so `a.b`, `a/b.py` and `__init__` survive as tokens;
 - hybrid = Weaviate's native `rankedFusion` with alpha 0.5: both legs weigh the same, as
   in LanceDB's RRF. The order matches RRF; the score is Weaviate's, 0.5 / (60 + i) summed
-  over the legs with i the 0-based rank (weaviate `FusionRanked`), not `store.RRF_K`'s;
+  over the legs with i the 0-based rank (weaviate `FusionRanked`), not `fusion.RRF_K`'s;
 - an object stored without a vector is not in the vector index: near_vector never returns
   it and hybrid finds it through its BM25 leg only. A boolean property `has_vector` says
   which objects still wait for one (Weaviate cannot filter on "has no vector");
@@ -17,23 +19,18 @@ the vector checks are the shared ones of `store.py` (tested on LanceDB). What it
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
-import re
-import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import numpy as np
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
+from codeqa.retrieval.errors import IndexMismatch, StoreUnavailable
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
 from codeqa.retrieval.search.keywords import keyword_query
 from codeqa.retrieval.stores.protocol import (
@@ -44,24 +41,26 @@ from codeqa.retrieval.stores.protocol import (
     chunk_from_row,
     chunk_to_row,
     effective_mode,
+    rank_symbol_matches,
     resolve_query_vector,
-    symbol_match_rank,
     unique_by_id,
+)
+from codeqa.retrieval.stores.weaviate_server import (
+    COLLECTION_ENV,
+    ServerTimeouts,
+    WeaviateTarget,
+    connect,
+    lock_embedded,
+    one_line,
+    resolve_target,
+    translating_errors,
 )
 
 if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first open
     from weaviate import WeaviateClient
     from weaviate.collections import Collection
 
-# Environment variables read at the edge (`resolve_target`): secrets never go in settings files.
-API_KEY_ENV = "WEAVIATE_API_KEY"
-COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a fixed name, for a team sharing one index
-BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
-
-STORE_FOLDER = "store"  # the index's store folder; `codeqa index --rebuild` wipes it
-EMBEDDED_DATA_FOLDER = "weaviate"
 MARKER_NAME = "weaviate.json"
-LOCK_NAME = "weaviate.lock"
 
 VECTOR_NAME = "code"
 KEYWORD_PROPERTY = "keywords"
@@ -69,7 +68,6 @@ KEYWORD_PROPERTY = "keywords"
 DESCRIPTION_PREFIX = "codeqa chunk index"
 # Bump when the collection's properties change incompatibly.
 SCHEMA_VERSION = 1
-_VALID_COLLECTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,126 +92,8 @@ class WeaviateTuning:
     fetch_limit: int = 10_000
     # Objects per page when walking the whole collection with the cursor API.
     iterator_page: int = 1_000
-    # Seconds: connecting to a server that does not answer must fail fast, not hang.
-    init_timeout: float = 5.0
-    query_timeout: float = 60.0
-    insert_timeout: float = 120.0
-    # Seconds to wait for the binary's download host before saying we are offline.
-    download_probe_timeout: float = 3.0
-
-
-DEFAULT_GRPC_PORT = 50051
-DEFAULT_HTTP_PORTS = {"http": 8080, "https": 443}  # Weaviate's own port for http
-BINARY_DOWNLOAD_HOST = ("github.com", 443)  # where weaviate-client fetches the binary
-
-
-# ---- where to connect ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ServerAddress:
-    """A Weaviate server or cluster: its HTTP and gRPC endpoints."""
-
-    http_host: str
-    http_port: int
-    http_secure: bool
-    grpc_host: str
-    grpc_port: int
-    grpc_secure: bool
-
-    @property
-    def url(self) -> str:
-        scheme = "https" if self.http_secure else "http"
-        return f"{scheme}://{self.http_host}:{self.http_port}"
-
-
-@dataclass(frozen=True, slots=True)
-class WeaviateTarget:
-    """Where an index lives: a server (address) or embedded under `data_dir`, and its collection."""
-
-    collection: str
-    server: ServerAddress | None
-    api_key: str | None
-    data_dir: Path  # the index's store folder (embedded data and the local marker)
-    binary_dir: Path
-
-    @property
-    def where(self) -> str:
-        return self.server.url if self.server else f"embedded Weaviate in {self.data_dir}"
-
-
-def parse_server_url(url: str, grpc_port: int | None) -> ServerAddress:
-    """`http(s)://host[:port]` -> the endpoints; gRPC on the same host, secured like HTTP."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in DEFAULT_HTTP_PORTS or not parts.hostname:
-        raise ConfigError(
-            f"--weaviate-url {url!r} is not a Weaviate URL; write it as http://host:8080 "
-            "or https://host"
-        )
-    try:
-        port = parts.port or DEFAULT_HTTP_PORTS[parts.scheme]
-    except ValueError:
-        raise ConfigError(f"--weaviate-url {url!r} has an invalid port") from None
-    if parts.path not in ("", "/"):
-        raise ConfigError(f"--weaviate-url {url!r} must not have a path; give only host and port")
-    secure = parts.scheme == "https"
-    return ServerAddress(
-        http_host=parts.hostname,
-        http_port=port,
-        http_secure=secure,
-        grpc_host=parts.hostname,
-        grpc_port=grpc_port or DEFAULT_GRPC_PORT,
-        grpc_secure=secure,
-    )
-
-
-def collection_name_for(directory: Path) -> str:
-    """A valid, stable Weaviate collection name for one index folder, unique per folder."""
-    resolved = Path(directory).expanduser().resolve()
-    readable = re.sub(r"[^A-Za-z0-9]+", "_", resolved.name).strip("_")[:40] or "index"
-    digest = hashlib.sha1(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    return f"Codeqa_{readable}_{digest}"
-
-
-def default_binary_dir(environ: Mapping[str, str]) -> Path:
-    """Where weaviate-client keeps the embedded binary (its own default), unless overridden."""
-    if environ.get(BINARY_DIR_ENV):
-        return Path(environ[BINARY_DIR_ENV]).expanduser()
-    if environ.get("XDG_CACHE_HOME"):  # weaviate-client uses the variable's value as is
-        return Path(environ["XDG_CACHE_HOME"])
-    return Path.home() / ".cache" / "weaviate-embedded"
-
-
-def embedded_binary_file(binary_dir: Path, version: str | None = None) -> Path:
-    """The file weaviate-client starts for `version` (the same name it downloads to)."""
-    if version is None:
-        from weaviate.embedded import WEAVIATE_VERSION
-
-        version = WEAVIATE_VERSION
-    tag = "v" + version
-    return binary_dir / f"weaviate-{tag}-{hashlib.sha256(tag.encode('utf-8')).hexdigest()}"
-
-
-def resolve_target(
-    settings: IndexSettings, directory: Path, environ: Mapping[str, str]
-) -> WeaviateTarget:
-    """Settings + environment -> where this index's collection lives."""
-    collection = environ.get(COLLECTION_ENV) or collection_name_for(directory)
-    if not _VALID_COLLECTION.match(collection):
-        raise ConfigError(
-            f"{COLLECTION_ENV}={collection!r} is not a valid Weaviate collection name: start "
-            "with a capital letter, then letters, digits or underscores"
-        )
-    server = None
-    if settings.weaviate_url:
-        server = parse_server_url(settings.weaviate_url, settings.weaviate_grpc_port)
-    return WeaviateTarget(
-        collection=collection,
-        server=server,
-        api_key=environ.get(API_KEY_ENV) or None,
-        data_dir=Path(directory) / STORE_FOLDER,
-        binary_dir=default_binary_dir(environ),
-    )
+    # How long connecting, querying and writing may take (weaviate_server.py).
+    timeouts: ServerTimeouts = ServerTimeouts()
 
 
 def open_weaviate_store(settings: IndexSettings, directory: Path, dim: int) -> WeaviateStore:
@@ -229,9 +109,9 @@ def drop_weaviate_index(settings: IndexSettings, directory: Path) -> None:
     target = resolve_target(settings, directory, os.environ)
     if target.server is None:
         return
-    client = _connect(target, WeaviateTuning())
+    client = connect(target, WeaviateTuning().timeouts)
     try:
-        with _translating_errors(target, "deleting the collection"):
+        with translating_errors(target, "deleting the collection"):
             if client.collections.exists(target.collection):
                 _check_owned(client.collections.use(target.collection), target)
                 client.collections.delete(target.collection)
@@ -258,9 +138,9 @@ class WeaviateStore:
         self._client: WeaviateClient | None = None
         if target.server is None:
             _check_marker(target, dim)  # before starting a server: a mismatch fails fast
-            self._lock_file = _lock_embedded(target)
+            self._lock_file = lock_embedded(target)
         try:
-            self._client = _connect(target, tuning=self.tuning)
+            self._client = connect(target, self.tuning.timeouts)
             self._collection = self._open_collection()
         except BaseException:
             self.close()
@@ -348,17 +228,10 @@ class WeaviateStore:
 
         if not name or limit <= 0:
             return []
-        # `*` and `?` in a name would act as wildcards and over-match; symbol_match_rank
+        # `*` and `?` in a name would act as wildcards and over-match; rank_symbol_matches
         # keeps only true matches.
         rows = self._fetch(Filter.by_property("symbol").like("*" + name))
-        ranked = []
-        for row in rows:
-            rank = symbol_match_rank(row.get("symbol"), name)
-            if rank is not None:
-                chunk = _chunk(row)
-                ranked.append(((rank, chunk.path, chunk.start_line), chunk))
-        ranked.sort(key=lambda pair: pair[0])
-        return [chunk for _, chunk in ranked[:limit]]
+        return rank_symbol_matches((_chunk(row) for row in rows), name, limit)
 
     def ids_missing_vectors(self) -> list[str]:
         rows = self._walk(["chunk_id", "has_vector"])
@@ -455,7 +328,7 @@ class WeaviateStore:
         if failed:
             raise StoreUnavailable(
                 f"Weaviate at {self.target.where} refused {len(failed)} of {len(rows)} chunks; "
-                f"first error: {_one_line(failed[0].message)}"
+                f"first error: {one_line(failed[0].message)}"
             )
 
     def _fetch(self, where: Any) -> list[dict[str, Any]]:
@@ -563,7 +436,7 @@ class WeaviateStore:
     def _errors(self, action: str) -> Iterator[None]:
         if self._client is None:
             raise StoreUnavailable(f"the Weaviate store at {self.target.where} is closed")
-        with _translating_errors(self.target, action):
+        with translating_errors(self.target, action):
             yield
 
 
@@ -631,126 +504,3 @@ def _write_marker(target: WeaviateTarget, dim: int) -> None:
         "description": _description(dim),
     }
     (target.data_dir / MARKER_NAME).write_text(json.dumps(payload), encoding="utf-8")
-
-
-def _lock_embedded(target: WeaviateTarget) -> IO[str]:
-    """One embedded server per data folder: a second process would corrupt it."""
-    target.data_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(target.data_dir / LOCK_NAME, "a+")  # noqa: SIM115 - held until close()
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise StoreUnavailable(
-            f"the embedded Weaviate in {target.data_dir} is in use by another codeqa process; "
-            "close it, or run a Weaviate server and use --weaviate-url so several can share it"
-        ) from None
-    return handle
-
-
-def _connect(target: WeaviateTarget, tuning: WeaviateTuning) -> WeaviateClient:
-    import weaviate
-    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
-
-    config = AdditionalConfig(
-        timeout=Timeout(
-            init=tuning.init_timeout, query=tuning.query_timeout, insert=tuning.insert_timeout
-        )
-    )
-    if target.server is None:
-        return _start_embedded(target, tuning, config)
-    server = target.server
-    auth = Auth.api_key(target.api_key) if target.api_key else None
-    with _translating_errors(target, "connecting"):
-        return weaviate.connect_to_custom(
-            http_host=server.http_host,
-            http_port=server.http_port,
-            http_secure=server.http_secure,
-            grpc_host=server.grpc_host,
-            grpc_port=server.grpc_port,
-            grpc_secure=server.grpc_secure,
-            auth_credentials=auth,
-            additional_config=config,
-        )
-
-
-def _start_embedded(target: WeaviateTarget, tuning: WeaviateTuning, config: Any) -> WeaviateClient:
-    import weaviate
-    from weaviate.exceptions import WeaviateBaseError
-
-    binary = embedded_binary_file(target.binary_dir)
-    if not binary.exists() and not _download_host_reachable(tuning.download_probe_timeout):
-        raise StoreUnavailable(_offline_message(binary))
-    http_port, grpc_port = _free_port(), _free_port()
-    try:
-        return weaviate.connect_to_embedded(
-            hostname="127.0.0.1",
-            port=http_port,
-            grpc_port=grpc_port,
-            persistence_data_path=str(target.data_dir / EMBEDDED_DATA_FOLDER),
-            binary_path=str(target.binary_dir),
-            additional_config=config,
-            # The server writes its log to our terminal: errors only. No usage pings.
-            environment_variables={"LOG_LEVEL": "error", "DISABLE_TELEMETRY": "true"},
-        )
-    except OSError as error:  # the download (urllib) or the binary itself
-        if not binary.exists():
-            raise StoreUnavailable(_offline_message(binary)) from error
-        raise StoreUnavailable(
-            f"embedded Weaviate did not start: {_one_line(str(error))}"
-        ) from error
-    except WeaviateBaseError as error:
-        raise StoreUnavailable(
-            f"embedded Weaviate did not start: {_one_line(str(error))}; or point codeqa at a "
-            "server with --store weaviate --weaviate-url http://host:8080"
-        ) from error
-
-
-def _offline_message(binary: Path) -> str:
-    return (
-        f"embedded Weaviate needs its server binary ({binary.name}), which is downloaded from "
-        f"GitHub on first use and the download host is unreachable (offline?); copy the binary "
-        f"to {binary}, or point codeqa at a Weaviate server: "
-        "--store weaviate --weaviate-url http://host:8080"
-    )
-
-
-def _download_host_reachable(timeout: float) -> bool:
-    """Whether weaviate-client's binary download can work; a proxy is trusted to reach it."""
-    if any(
-        os.environ.get(name) for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
-    ):
-        return True
-    try:
-        with socket.create_connection(BINARY_DOWNLOAD_HOST, timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def _translating_errors(target: WeaviateTarget, action: str) -> Iterator[None]:
-    """weaviate-client errors -> one-line StoreUnavailable naming the server and the action."""
-    from weaviate.exceptions import WeaviateBaseError
-
-    try:
-        yield
-    except WeaviateBaseError as error:
-        hint = ""
-        if target.server is not None and action == "connecting":
-            key = "set" if target.api_key else "not set"
-            hint = f" (gRPC port {target.server.grpc_port}; {API_KEY_ENV} {key})"
-        raise StoreUnavailable(
-            f"Weaviate at {target.where}: {action} failed: {_one_line(str(error))}{hint}"
-        ) from error
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"

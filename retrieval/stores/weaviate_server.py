@@ -1,0 +1,285 @@
+"""Where a Weaviate index lives and how to reach it: a server's URL, or the embedded server.
+
+Parses `--weaviate-url`, names the collection, finds (or explains how to get) the embedded
+binary, starts it on free loopback ports under the index's store folder, connects with
+timeouts, and turns weaviate-client's errors into one line naming the server. The store
+itself (collection, reads, writes) is weaviate.py.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import socket
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from codeqa.retrieval.config import STORE_FOLDER, IndexSettings
+from codeqa.retrieval.errors import ConfigError, StoreUnavailable
+
+if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first connection
+    from weaviate import WeaviateClient
+
+# Environment variables read at the edge (`resolve_target`): secrets never go in settings files.
+API_KEY_ENV = "WEAVIATE_API_KEY"
+COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a fixed name, for a team sharing one index
+BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
+
+EMBEDDED_DATA_FOLDER = "weaviate"  # under the index's store folder
+LOCK_NAME = "weaviate.lock"
+_VALID_COLLECTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+
+DEFAULT_GRPC_PORT = 50051
+DEFAULT_HTTP_PORTS = {"http": 8080, "https": 443}  # Weaviate's own port for http
+BINARY_DOWNLOAD_HOST = ("github.com", 443)  # where weaviate-client fetches the binary
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTimeouts:
+    """Seconds: connecting to a server that does not answer must fail fast, not hang."""
+
+    init: float = 5.0
+    query: float = 60.0
+    insert: float = 120.0
+    # How long to wait for the binary's download host before saying we are offline.
+    download_probe: float = 3.0
+
+
+# ---- where to connect ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerAddress:
+    """A Weaviate server or cluster: its HTTP and gRPC endpoints."""
+
+    http_host: str
+    http_port: int
+    http_secure: bool
+    grpc_host: str
+    grpc_port: int
+    grpc_secure: bool
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.http_secure else "http"
+        return f"{scheme}://{self.http_host}:{self.http_port}"
+
+
+@dataclass(frozen=True, slots=True)
+class WeaviateTarget:
+    """Where an index lives: a server (address) or embedded under `data_dir`, and its collection."""
+
+    collection: str
+    server: ServerAddress | None
+    api_key: str | None
+    data_dir: Path  # the index's store folder (embedded data and the local marker)
+    binary_dir: Path
+
+    @property
+    def where(self) -> str:
+        return self.server.url if self.server else f"embedded Weaviate in {self.data_dir}"
+
+
+def parse_server_url(url: str, grpc_port: int | None) -> ServerAddress:
+    """`http(s)://host[:port]` -> the endpoints; gRPC on the same host, secured like HTTP."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in DEFAULT_HTTP_PORTS or not parts.hostname:
+        raise ConfigError(
+            f"--weaviate-url {url!r} is not a Weaviate URL; write it as http://host:8080 "
+            "or https://host"
+        )
+    try:
+        port = parts.port or DEFAULT_HTTP_PORTS[parts.scheme]
+    except ValueError:
+        raise ConfigError(f"--weaviate-url {url!r} has an invalid port") from None
+    if parts.path not in ("", "/"):
+        raise ConfigError(f"--weaviate-url {url!r} must not have a path; give only host and port")
+    secure = parts.scheme == "https"
+    return ServerAddress(
+        http_host=parts.hostname,
+        http_port=port,
+        http_secure=secure,
+        grpc_host=parts.hostname,
+        grpc_port=grpc_port or DEFAULT_GRPC_PORT,
+        grpc_secure=secure,
+    )
+
+
+def collection_name_for(directory: Path) -> str:
+    """A valid, stable Weaviate collection name for one index folder, unique per folder."""
+    resolved = Path(directory).expanduser().resolve()
+    readable = re.sub(r"[^A-Za-z0-9]+", "_", resolved.name).strip("_")[:40] or "index"
+    digest = hashlib.sha1(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return f"Codeqa_{readable}_{digest}"
+
+
+def default_binary_dir(environ: Mapping[str, str]) -> Path:
+    """Where weaviate-client keeps the embedded binary (its own default), unless overridden."""
+    if environ.get(BINARY_DIR_ENV):
+        return Path(environ[BINARY_DIR_ENV]).expanduser()
+    if environ.get("XDG_CACHE_HOME"):  # weaviate-client uses the variable's value as is
+        return Path(environ["XDG_CACHE_HOME"])
+    return Path.home() / ".cache" / "weaviate-embedded"
+
+
+def embedded_binary_file(binary_dir: Path, version: str | None = None) -> Path:
+    """The file weaviate-client starts for `version` (the same name it downloads to)."""
+    if version is None:
+        from weaviate.embedded import WEAVIATE_VERSION
+
+        version = WEAVIATE_VERSION
+    tag = "v" + version
+    return binary_dir / f"weaviate-{tag}-{hashlib.sha256(tag.encode('utf-8')).hexdigest()}"
+
+
+def resolve_target(
+    settings: IndexSettings, directory: Path, environ: Mapping[str, str]
+) -> WeaviateTarget:
+    """Settings + environment -> where this index's collection lives."""
+    collection = environ.get(COLLECTION_ENV) or collection_name_for(directory)
+    if not _VALID_COLLECTION.match(collection):
+        raise ConfigError(
+            f"{COLLECTION_ENV}={collection!r} is not a valid Weaviate collection name: start "
+            "with a capital letter, then letters, digits or underscores"
+        )
+    server = None
+    if settings.weaviate_url:
+        server = parse_server_url(settings.weaviate_url, settings.weaviate_grpc_port)
+    return WeaviateTarget(
+        collection=collection,
+        server=server,
+        api_key=environ.get(API_KEY_ENV) or None,
+        data_dir=Path(directory) / STORE_FOLDER,
+        binary_dir=default_binary_dir(environ),
+    )
+
+
+def lock_embedded(target: WeaviateTarget) -> IO[str]:
+    """One embedded server per data folder: a second process would corrupt it."""
+    target.data_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(target.data_dir / LOCK_NAME, "a+")  # noqa: SIM115 - held until close()
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreUnavailable(
+            f"the embedded Weaviate in {target.data_dir} is in use by another codeqa process; "
+            "close it, or run a Weaviate server and use --weaviate-url so several can share it"
+        ) from None
+    return handle
+
+
+def connect(target: WeaviateTarget, timeouts: ServerTimeouts) -> WeaviateClient:
+    """A client of the target's server, starting the embedded one if there is no server."""
+    import weaviate
+    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+
+    config = AdditionalConfig(
+        timeout=Timeout(init=timeouts.init, query=timeouts.query, insert=timeouts.insert)
+    )
+    if target.server is None:
+        return _start_embedded(target, timeouts, config)
+    server = target.server
+    auth = Auth.api_key(target.api_key) if target.api_key else None
+    with translating_errors(target, "connecting"):
+        return weaviate.connect_to_custom(
+            http_host=server.http_host,
+            http_port=server.http_port,
+            http_secure=server.http_secure,
+            grpc_host=server.grpc_host,
+            grpc_port=server.grpc_port,
+            grpc_secure=server.grpc_secure,
+            auth_credentials=auth,
+            additional_config=config,
+        )
+
+
+def _start_embedded(
+    target: WeaviateTarget, timeouts: ServerTimeouts, config: Any
+) -> WeaviateClient:
+    import weaviate
+    from weaviate.exceptions import WeaviateBaseError
+
+    binary = embedded_binary_file(target.binary_dir)
+    if not binary.exists() and not _download_host_reachable(timeouts.download_probe):
+        raise StoreUnavailable(_offline_message(binary))
+    http_port, grpc_port = _free_port(), _free_port()
+    try:
+        return weaviate.connect_to_embedded(
+            hostname="127.0.0.1",
+            port=http_port,
+            grpc_port=grpc_port,
+            persistence_data_path=str(target.data_dir / EMBEDDED_DATA_FOLDER),
+            binary_path=str(target.binary_dir),
+            additional_config=config,
+            # The server writes its log to our terminal: errors only. No usage pings.
+            environment_variables={"LOG_LEVEL": "error", "DISABLE_TELEMETRY": "true"},
+        )
+    except OSError as error:  # the download (urllib) or the binary itself
+        if not binary.exists():
+            raise StoreUnavailable(_offline_message(binary)) from error
+        raise StoreUnavailable(
+            f"embedded Weaviate did not start: {one_line(str(error))}"
+        ) from error
+    except WeaviateBaseError as error:
+        raise StoreUnavailable(
+            f"embedded Weaviate did not start: {one_line(str(error))}; or point codeqa at a "
+            "server with --store weaviate --weaviate-url http://host:8080"
+        ) from error
+
+
+def _offline_message(binary: Path) -> str:
+    return (
+        f"embedded Weaviate needs its server binary ({binary.name}), which is downloaded from "
+        f"GitHub on first use and the download host is unreachable (offline?); copy the binary "
+        f"to {binary}, or point codeqa at a Weaviate server: "
+        "--store weaviate --weaviate-url http://host:8080"
+    )
+
+
+def _download_host_reachable(timeout: float) -> bool:
+    """Whether weaviate-client's binary download can work; a proxy is trusted to reach it."""
+    if any(
+        os.environ.get(name) for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+    ):
+        return True
+    try:
+        with socket.create_connection(BINARY_DOWNLOAD_HOST, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def translating_errors(target: WeaviateTarget, action: str) -> Iterator[None]:
+    """weaviate-client errors -> one-line StoreUnavailable naming the server and the action."""
+    from weaviate.exceptions import WeaviateBaseError
+
+    try:
+        yield
+    except WeaviateBaseError as error:
+        hint = ""
+        if target.server is not None and action == "connecting":
+            key = "set" if target.api_key else "not set"
+            hint = f" (gRPC port {target.server.grpc_port}; {API_KEY_ENV} {key})"
+        raise StoreUnavailable(
+            f"Weaviate at {target.where}: {action} failed: {one_line(str(error))}{hint}"
+        ) from error
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Text on one line, cut to `limit` characters: error messages from servers can be long."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
