@@ -1,8 +1,8 @@
 """Speed and memory of indexing and search on a real corpus, next to references from the same run.
 
-    .venv/bin/python -m codeqa.evals.bench_index /root/corpora/django-2.2-wheel \
-        --questions ../shared/evals/swebench-loc-dev.jsonl \
-        --short-questions ../shared/evals/sweqa-dev.jsonl
+    .venv/bin/python -m codeqa.evals.bench_index path/to/corpora/django-2.2-wheel \
+        --questions path/to/evals/swebench-loc-dev.jsonl \
+        --short-questions path/to/evals/sweqa-dev.jsonl
 
 Prints: bare tree-sitter parse time of the same files (the floor any indexer pays),
 cold index time to BM25-searchable and to fully embedded, no-op re-index, re-index
@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from codeqa.evals.dataset import load_dataset
 
 _STEP = r"""
 import json, sys, time
@@ -78,12 +80,11 @@ def run_step(code: str, *args: str) -> tuple[dict, float]:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"step failed:\n{done.stderr[-3000:]}")
-    rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    if peak is None:
+        raise SystemExit(f"/usr/bin/time -v printed no peak memory:\n{done.stderr[-3000:]}")
+    rss_kb = int(peak.group(1))
     return json.loads(done.stdout.strip().splitlines()[-1]), rss_kb / 1024
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def bare_parse_seconds(root: Path) -> tuple[float, int]:
@@ -103,11 +104,11 @@ def bare_parse_seconds(root: Path) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path)
-    parser.add_argument("--questions", type=Path, help="JSONL with 'question' (and 'corpus')")
+    parser.add_argument("--questions", type=Path, help="a dataset (evals/SCHEMA.md)")
     parser.add_argument(
         "--short-questions",
         type=Path,
-        help="JSONL of short questions ('question'), timed as a second set, any corpus",
+        help="a dataset of short questions, timed as a second set, any corpus",
     )
     parser.add_argument("--max-questions", type=int, default=200)
     parser.add_argument(
@@ -154,13 +155,13 @@ def main() -> None:
 
         questions = ["how are querysets evaluated lazily", "JSONField", "middleware order"]
         if args.questions:
-            rows = read_jsonl(args.questions)
-            picked = [r["question"] for r in rows if r.get("corpus") == args.corpus.name]
-            questions = (picked or [r["question"] for r in rows])[: args.max_questions]
+            rows = load_dataset(args.questions)
+            picked = [r.question for r in rows if r.corpus == args.corpus.name]
+            questions = (picked or [r.question for r in rows])[: args.max_questions]
         question_sets = {"questions": questions}
         if args.short_questions:
-            rows = read_jsonl(args.short_questions)
-            question_sets["short"] = [r["question"] for r in rows][: args.max_questions]
+            rows = load_dataset(args.short_questions)
+            question_sets["short"] = [r.question for r in rows][: args.max_questions]
         questions_file = work / "questions.json"
         questions_file.write_text(json.dumps(question_sets))
         latency, rss = run_step(_QUERIES, str(repo), str(index_dir), str(questions_file))

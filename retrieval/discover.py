@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TypeAlias
 
 from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.errors import RepoNotFound
@@ -578,7 +579,7 @@ def read_source(
 # The walk, and the same rules for one path
 
 
-DiscoveredItem = SourceFile | SkippedFile | IgnoreWarning
+DiscoveredItem: TypeAlias = SourceFile | SkippedFile | IgnoreWarning
 
 
 def discover(root: Path | str, options: DiscoverOptions | None = None) -> Iterator[DiscoveredItem]:

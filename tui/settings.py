@@ -79,13 +79,15 @@ def load_settings(
     user = _read_toml(user_path) if user_path.is_file() else {}
     if user:
         sources.append(str(user_path))
-    trusted = [Path(str(p)).expanduser().resolve() for p in user.pop("trusted_repos", [])]
+    trusted_repos = user.pop("trusted_repos", [])
+    assert isinstance(trusted_repos, list)  # _read_toml checked it is a list of strings
+    trusted = [Path(p).expanduser().resolve() for p in trusted_repos]
     values.update(user)
     repo_path = Path(repo) / CONFIG_FILE_NAME if repo is not None else None
     if repo_path is not None and repo_path.is_file():
         repo_values = _read_toml(repo_path)
         sources.append(str(repo_path))
-        if not (trust_repo or Path(repo).expanduser().resolve() in trusted):  # type: ignore[arg-type]
+        if not (trust_repo or repo_path.parent.expanduser().resolve() in trusted):
             refused = sorted(key for key in repo_values if not KEYS[key].repo_may_set)
             for key in refused:
                 del repo_values[key]
@@ -129,13 +131,7 @@ def _read_toml(path: Path) -> dict[str, object]:
 
 def _coerce(key: str, value: object, kind: type, origin: str) -> object:
     if kind is int:
-        try:
-            number = int(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ConfigError(f"{origin}: {key} must be a whole number, not {value!r}") from None
-        if number <= 0:
-            raise ConfigError(f"{origin}: {key} must be positive, not {number}")
-        return number
+        return _whole_number(key, value, origin)
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ConfigError(f"{origin}: {key} must be a list of strings, not {value!r}")
@@ -143,6 +139,18 @@ def _coerce(key: str, value: object, kind: type, origin: str) -> object:
     if not isinstance(value, str):
         raise ConfigError(f"{origin}: {key} must be a string, not {value!r}")
     return value
+
+
+def _whole_number(key: str, value: object, origin: str) -> int:
+    try:
+        if not isinstance(value, str | int | float):
+            raise TypeError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{origin}: {key} must be a whole number, not {value!r}") from None
+    if number <= 0:
+        raise ConfigError(f"{origin}: {key} must be positive, not {number}")
+    return number
 
 
 def _build(
@@ -161,6 +169,7 @@ def _build(
         weaviate_grpc_port=values.get("weaviate_grpc_port"),  # type: ignore[arg-type]
     )
     if "max_file_bytes" in values:
-        index = replace(index, max_file_bytes=int(values["max_file_bytes"]))  # type: ignore[arg-type]
+        max_file_bytes = _whole_number("max_file_bytes", values["max_file_bytes"], "settings")
+        index = replace(index, max_file_bytes=max_file_bytes)
     model = values.get("model") or None
     return Settings(index=index, model=model, sources=sources, warnings=warnings)  # type: ignore[arg-type]
