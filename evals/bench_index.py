@@ -26,8 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from codeqa.evals.dataset import load_dataset
-
 _STEP = r"""
 import json, sys, time
 from pathlib import Path
@@ -87,6 +85,11 @@ def run_step(code: str, *args: str) -> tuple[dict, float]:
     return json.loads(done.stdout.strip().splitlines()[-1]), rss_kb / 1024
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    """Only 'question' (and 'corpus') are read: any JSONL of questions can be timed."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def bare_parse_seconds(root: Path) -> tuple[float, int]:
     from tree_sitter_language_pack import get_parser
 
@@ -104,11 +107,11 @@ def bare_parse_seconds(root: Path) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path)
-    parser.add_argument("--questions", type=Path, help="a dataset (evals/SCHEMA.md)")
+    parser.add_argument("--questions", type=Path, help="JSONL with 'question' (and 'corpus')")
     parser.add_argument(
         "--short-questions",
         type=Path,
-        help="a dataset of short questions, timed as a second set, any corpus",
+        help="JSONL of short questions ('question'), timed as a second set, any corpus",
     )
     parser.add_argument("--max-questions", type=int, default=200)
     parser.add_argument(
@@ -155,13 +158,13 @@ def main() -> None:
 
         questions = ["how are querysets evaluated lazily", "JSONField", "middleware order"]
         if args.questions:
-            rows = load_dataset(args.questions)
-            picked = [r.question for r in rows if r.corpus == args.corpus.name]
-            questions = (picked or [r.question for r in rows])[: args.max_questions]
+            rows = read_jsonl(args.questions)
+            picked = [r["question"] for r in rows if r.get("corpus") == args.corpus.name]
+            questions = (picked or [r["question"] for r in rows])[: args.max_questions]
         question_sets = {"questions": questions}
         if args.short_questions:
-            rows = load_dataset(args.short_questions)
-            question_sets["short"] = [r.question for r in rows][: args.max_questions]
+            rows = read_jsonl(args.short_questions)
+            question_sets["short"] = [r["question"] for r in rows][: args.max_questions]
         questions_file = work / "questions.json"
         questions_file.write_text(json.dumps(question_sets))
         latency, rss = run_step(_QUERIES, str(repo), str(index_dir), str(questions_file))

@@ -18,6 +18,8 @@ from codeqa.retrieval.errors import (
 from codeqa.retrieval.index import ProgressEvent, build_index, open_index
 from codeqa.retrieval.records import SearchMode
 
+pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model
+
 
 def settings_for(index_dir: Path, **changes: object) -> IndexSettings:
     return IndexSettings(index_dir=index_dir, **changes)  # type: ignore[arg-type]

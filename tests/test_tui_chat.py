@@ -39,7 +39,8 @@ LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
 # 80x24: the default size of most terminals, and the smallest the chat must work at.
 SIZE = (80, 24)
 
-pytestmark = pytest.mark.anyio
+# slow: drives the Textual app over real indexes
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture

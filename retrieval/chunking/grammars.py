@@ -534,22 +534,6 @@ def _body(node: Node) -> Node | None:
     return None
 
 
-def nested_declarations(node: Node, spec: GrammarSpec) -> list[Declaration]:
-    """Declarations inside a declaration (methods of a class, functions of a module), in order."""
-    found: list[Declaration] = []
-
-    def visit(parent: Node, depth: int) -> None:
-        for child in parent.named_children:
-            declaration = classify(child, spec)
-            if declaration is not None:
-                found.append(declaration)
-            elif depth < NESTED_SEARCH_DEPTH:
-                visit(child, depth + 1)
-
-    visit(node, 1)
-    return found
-
-
 def top_level_nodes(root: Node, spec: GrammarSpec) -> Iterator[Node]:
     """Children of the root, with transparent containers (#ifdef, extern "C") opened up."""
     for child in root.named_children:
