@@ -60,7 +60,7 @@ class LLMClient:
         retrying = Retrying(
             stop=stop_after_attempt(settings.retries + 1),
             wait=wait_exponential_jitter(
-                initial=settings.retry_initial_seconds,
+                multiplier=settings.retry_initial_seconds,
                 max=settings.retry_max_seconds,
                 jitter=settings.retry_initial_seconds,
             ),

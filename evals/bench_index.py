@@ -1,8 +1,8 @@
 """Speed and memory of indexing and search on a real corpus, next to references from the same run.
 
-    .venv/bin/python -m codeqa.evals.bench_index /root/corpora/django-2.2-wheel \
-        --questions ../shared/evals/swebench-loc-dev.jsonl \
-        --short-questions ../shared/evals/sweqa-dev.jsonl
+    .venv/bin/python -m codeqa.evals.bench_index path/to/corpora/django-2.2-wheel \
+        --questions path/to/evals/swebench-loc-dev.jsonl \
+        --short-questions path/to/evals/sweqa-dev.jsonl
 
 Prints: bare tree-sitter parse time of the same files (the floor any indexer pays),
 cold index time to BM25-searchable and to fully embedded, no-op re-index, re-index
@@ -78,11 +78,15 @@ def run_step(code: str, *args: str) -> tuple[dict, float]:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"step failed:\n{done.stderr[-3000:]}")
-    rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    if peak is None:
+        raise SystemExit(f"/usr/bin/time -v printed no peak memory:\n{done.stderr[-3000:]}")
+    rss_kb = int(peak.group(1))
     return json.loads(done.stdout.strip().splitlines()[-1]), rss_kb / 1024
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    """Only 'question' (and 'corpus') are read: any JSONL of questions can be timed."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

@@ -110,6 +110,14 @@ class _Fields:
     def _fail(self, message: str) -> DatasetError:
         return DatasetError(f"{self._where}: {message}")
 
+    def _line_number(self, label: str, key: str, number: object) -> int:
+        # bool is an int in Python but `true` is never a line number in JSON.
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise self._fail(
+                f"{label}.{key} must be a line number (integer >= 1), found {json.dumps(number)}"
+            )
+        return number
+
     def text(self, name: str) -> str:
         if name not in self._record:
             raise self._fail(f"missing required field {name!r}")
@@ -155,14 +163,8 @@ class _Fields:
             path = item.get("path")
             if not isinstance(path, str) or not path:
                 raise self._fail(f"{label}.path must be a non-empty string")
-            start, end = item.get("start"), item.get("end")
-            for key, number in (("start", start), ("end", end)):
-                # bool is an int in Python but `true` is never a line number in JSON.
-                if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-                    raise self._fail(
-                        f"{label}.{key} must be a line number (integer >= 1), "
-                        f"found {json.dumps(number)}"
-                    )
+            start = self._line_number(label, "start", item.get("start"))
+            end = self._line_number(label, "end", item.get("end"))
             if end < start:
                 raise self._fail(f"{label} ends (line {end}) before it starts (line {start})")
             ranges.append(GoldRange(_clean_path(path), start, end))

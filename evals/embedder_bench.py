@@ -2,10 +2,11 @@
 
 A measurement tool, not product code: it cuts simple function-level chunks with
 `ast` (the shape the evals README's baselines use), embeds them with each
-candidate, and scores dense-only search with the README's metrics.
+candidate, and scores dense-only search with `codeqa.evals.metrics` (the README's metrics).
 
-    .venv/bin/python -m codeqa.evals.embedder_bench --embedders wordllama minilm-int8:128 \
-        minilm-int8:256 --out /tmp/embedder_bench.json
+    .venv/bin/python -m codeqa.evals.embedder_bench --evals path/to/evals \
+        --corpora path/to/corpora --embedders wordllama minilm-int8:128 minilm-int8:256 \
+        --out embedder_bench.json
 """
 
 from __future__ import annotations
@@ -14,39 +15,23 @@ import argparse
 import ast
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from codeqa.evals.dataset import Question, load_dataset
+from codeqa.evals.metrics import QuestionScores, RankedResult, score_question, summarise
 from codeqa.retrieval.embedders.registry import Embedder, embedding_text, load_embedder
 from codeqa.retrieval.records import Chunk, ChunkKind
 
 TOP_K = 10
 WINDOW_LINES = 50
-READER_LINES = 200
 TEXT_SUFFIXES = {".py", ".rst", ".md", ".txt", ".toml", ".cfg"}
 MAX_FILE_BYTES = 1_000_000
 
 
-@dataclass(frozen=True)
-class Question:
-    id: str
-    corpus: str
-    text: str
-    gold_files: list[str]
-    gold_lines: list[tuple[str, int, int]]
-
-
 def load_questions(path: Path, corpora: set[str]) -> list[Question]:
-    out = []
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if row["corpus"] in corpora and row["gold_files"]:
-            gold_lines = [(g["path"], g["start"], g["end"]) for g in row["gold_lines"]]
-            out.append(
-                Question(row["id"], row["corpus"], row["question"], row["gold_files"], gold_lines)
-            )
-    return out
+    """The questions of `path` asked about one of `corpora` that name a gold file."""
+    return [q for q in load_dataset(path) if q.corpus in corpora and q.gold_file_set]
 
 
 def chunk_corpus(root: Path) -> list[Chunk]:
@@ -130,40 +115,6 @@ def _chunk(
     return Chunk(rel, start, end, "python", kind, symbol, None, text, header)
 
 
-def score(question: Question, ranked: list[Chunk]) -> dict[str, float]:
-    files: list[str] = []
-    for chunk in ranked:
-        if chunk.path not in files:
-            files.append(chunk.path)
-    gold = set(question.gold_files)
-    first = next((i for i, f in enumerate(files) if f in gold), None)
-
-    def overlaps(chunk: Chunk) -> bool:
-        return any(
-            p == chunk.path and s <= chunk.end_line and chunk.start_line <= e
-            for p, s, e in question.gold_lines
-        )
-
-    read = 0
-    line200 = 0.0
-    for chunk in ranked:
-        lines = chunk.end_line - chunk.start_line + 1
-        for p, s, e in question.gold_lines:
-            if p == chunk.path and s <= chunk.end_line and chunk.start_line <= e:
-                if read + (max(s, chunk.start_line) - chunk.start_line) < READER_LINES:
-                    line200 = 1.0
-        read += lines
-        if read >= READER_LINES:
-            break
-    return {
-        "file@1": float(first == 0),
-        "file@5": float(first is not None and first < 5),
-        "mrr": 1.0 / (first + 1) if first is not None else 0.0,
-        "line@10": float(any(overlaps(c) for c in ranked)),
-        "line@200L": line200,
-    }
-
-
 def make_embedder(spec: str) -> Embedder:
     """`name` or `minilm-int8:<max_tokens>[:<tokens_per_batch>[:<threads>]]`."""
     name, *params = spec.split(":")
@@ -193,12 +144,16 @@ def embed_timed(
 
 
 def evaluate(
-    embedder: Embedder, spec: str, questions: list[Question], corpora_root: Path, cache_dir: Path
+    embedder: Embedder,
+    spec: str,
+    questions: list[Question],
+    corpora_root: Path,
+    cache_dir: Path | None,
 ) -> dict[str, object]:
     by_corpus: dict[str, list[Question]] = {}
     for q in questions:
         by_corpus.setdefault(q.corpus, []).append(q)
-    totals: dict[str, float] = {}
+    scores: list[QuestionScores] = []
     embed_seconds = 0.0
     cpu_seconds = 0.0
     chunk_count = 0
@@ -207,7 +162,8 @@ def evaluate(
         chunks = chunk_corpus(corpora_root / corpus)
         texts = [embedding_text(c) for c in chunks]
         safe = spec.replace(":", "_")
-        vectors, seconds, cpu = embed_timed(embedder, texts, cache_dir / f"{safe}__{corpus}.npz")
+        cache = cache_dir / f"{safe}__{corpus}.npz" if cache_dir is not None else None
+        vectors, seconds, cpu = embed_timed(embedder, texts, cache)
         per_corpus[corpus] = {
             "chunks": len(chunks),
             "embed_s": round(seconds, 1),
@@ -216,13 +172,14 @@ def evaluate(
         embed_seconds += seconds
         cpu_seconds += cpu
         chunk_count += len(chunks)
-        queries = embedder.embed([q.text for q in qs])
+        queries = embedder.embed([q.question for q in qs])
         sims = queries @ vectors.T
         for q, row in zip(qs, sims, strict=True):
-            top = np.argsort(-row)[:TOP_K]
-            for key, value in score(q, [chunks[i] for i in top]).items():
-                totals[key] = totals.get(key, 0.0) + value
-    metrics = {k: round(v / len(questions), 3) for k, v in totals.items()}
+            top = [chunks[i] for i in np.argsort(-row)[:TOP_K]]
+            ranked = [RankedResult(c.path, c.start_line, c.end_line) for c in top]
+            scores.append(score_question(ranked, q))
+    means = summarise(scores).means
+    metrics = {name: round(value, 3) for name, value in means.items() if value is not None}
     return {
         "metrics": metrics,
         "questions": len(questions),
@@ -251,8 +208,12 @@ def throughput(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--evals", type=Path, default=Path("/work/shared/evals"))
-    parser.add_argument("--corpora", type=Path, default=Path.home() / "corpora")
+    parser.add_argument(
+        "--evals", type=Path, required=True, help="folder holding the dev sets' JSONL files"
+    )
+    parser.add_argument(
+        "--corpora", type=Path, required=True, help="folder holding one folder per corpus"
+    )
     parser.add_argument("--embedders", nargs="+", default=["wordllama", "minilm-int8"])
     parser.add_argument("--sets", nargs="+", default=["sweqa", "django"])
     parser.add_argument(
@@ -262,10 +223,13 @@ def main() -> None:
         help="only measure chunks/s on this many django chunks (sorted vs unsorted)",
     )
     parser.add_argument("--unsorted", action="store_true", help="also time unsorted batches of 32")
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/embedder-bench-cache"))
+    parser.add_argument(
+        "--cache", type=Path, help="keep each embedder's vectors here and reuse them next run"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    args.cache.mkdir(parents=True, exist_ok=True)
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
     results: dict[str, object] = {}
     if args.throughput_sample:
         chunks = chunk_corpus(args.corpora / "django-2.2-wheel")
@@ -277,7 +241,7 @@ def main() -> None:
         for spec in args.embedders:
             embedder = make_embedder(spec)
             embedder.embed(texts[:8])  # warm-up
-            row = {"sorted": throughput(embedder, texts, None)}
+            row: dict[str, object] = {"sorted": throughput(embedder, texts, None)}
             if spec.startswith("minilm") and args.unsorted:
                 row["unsorted_batch32"] = throughput(embedder, texts, 32)
             results[spec] = row

@@ -69,7 +69,9 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
     """Install a scripted litellm provider "scripted/…"; returns a function taking its replies."""
     from scripted_llm import Reply, ScriptedModel, install_scripted
 
-    def install(*replies: Reply) -> ScriptedModel:
-        return install_scripted(monkeypatch, *replies)
+    def install(
+        *replies: Reply, otherwise: Reply = "{}", hold_after: int | None = None
+    ) -> ScriptedModel:
+        return install_scripted(monkeypatch, *replies, otherwise=otherwise, hold_after=hold_after)
 
     return install

@@ -13,6 +13,9 @@ from codeqa.agent.prompts import prompt_tokens
 from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW
 from codeqa.retrieval.discovery.walk import read_repo_file
 
+# Every test asks over the json_index fixture, built with the ONNX model.
+pytestmark = pytest.mark.slow
+
 LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
 
 

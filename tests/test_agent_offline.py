@@ -34,6 +34,7 @@ QUESTIONS = [
 ]
 
 
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
 @pytest.mark.parametrize("question", QUESTIONS)
 def test_every_offline_citation_names_real_lines(assistant, json_repo, question):
     answer = assistant.ask(question)
@@ -46,6 +47,7 @@ def test_every_offline_citation_names_real_lines(assistant, json_repo, question)
         assert f"`{citation}`" in answer.text
 
 
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
 def test_named_function_is_the_first_location(assistant):
     answer = assistant.ask("What does `py_make_scanner` do?")
     first = answer.citations[0]
@@ -53,6 +55,7 @@ def test_named_function_is_the_first_location(assistant):
     assert "symbol:py_make_scanner" in answer.queries
 
 
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
 def test_error_message_in_the_question_is_found_by_exact_search(assistant, json_repo):
     answer = assistant.ask('Why do I get "Expecting property name enclosed in double quotes"?')
     assert "grep:Expecting property name enclosed in double quotes" in answer.queries
@@ -66,11 +69,13 @@ def test_error_message_in_the_question_is_found_by_exact_search(assistant, json_
     assert any("Expecting property name enclosed in double quotes" in line for line in cited_lines)
 
 
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
 def test_locations_carry_a_description_taken_from_the_code(assistant):
     answer = assistant.ask("What does `py_make_scanner` do?")
     assert "JSON token scanner" in answer.text or "defines `" in answer.text
 
 
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
 def test_secrets_never_reach_an_answer(assistant, json_repo):
     name, value = (json_repo / ".env").read_text().strip().split("=", 1)
     answer = assistant.ask(f"Where is `{name}` set?")  # grep and symbol search for the name
@@ -79,6 +84,7 @@ def test_secrets_never_reach_an_answer(assistant, json_repo):
     assert all(c.path != ".env" for c in answer.citations)
 
 
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
 def test_follow_up_question_keeps_the_earlier_subject(assistant):
     assistant.ask("Where is JSONDecodeError defined?", thread_id="follow")
     answer = assistant.ask("what are its attributes?", thread_id="follow")

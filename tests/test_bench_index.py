@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # spawns a process per indexing step
+
 
 def write_questions(path: Path, questions: list[str]) -> Path:
     path.write_text("".join(json.dumps({"question": q}) + "\n" for q in questions))

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, ChunkLimits, chunk_file
+from codeqa.retrieval.chunking.chunker import CHUNK_FINGERPRINTS, ChunkLimits, chunk_file
 from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.records import Chunk, ChunkKind, SourceFile
 
@@ -283,8 +283,53 @@ def test_blank_file_has_no_chunks() -> None:
     assert chunk_file(SourceFile("empty.py", "python", "\n\n   \n", "")) == []
 
 
-def test_chunker_version_is_a_string_constant() -> None:
-    assert isinstance(CHUNKER_VERSION, str) and CHUNKER_VERSION
+# Python 3.11.7's copies (scanner.py is short enough to be one whole-file chunk); another
+# interpreter's may differ, and then the test is skipped.
+PINNED_STDLIB = {
+    "argparse.py": "dc1eba8adfdf615986421f981337458ba1072d3e718a0f76e3224940fd74118b",
+    "json/decoder.py": "9f02654649816145bc76f8c210a5fe3ba1de142d4d97a1c93105732e747c285b",
+    "json/scanner.py": "8604d9d03786d0d509abb49e9f069337278ea988c244069ae8ca2c89acc2cb08",
+    "textwrap.py": "62867e40cdea6669b361f72af4d7daf0359f207c92cbeddfc7c7506397c1f31c",
+}
+FINGERPRINT_CHANGED = (
+    "chunk boundaries of {files} changed: bump CHUNKER_VERSION in "
+    "retrieval/chunking/chunker.py (indexes built by the old chunker must be rebuilt) and "
+    "update CHUNK_FINGERPRINTS[{key!r}] there to {actual}"
+)
+
+
+def chunk_fingerprint(files: list[SourceFile]) -> str:
+    """sha256 over (path, start, end, kind, symbol) of every chunk of `files`, in order."""
+    digest = hashlib.sha256()
+    for file in files:
+        for c in chunk_file(file):
+            row = (c.path, c.start_line, c.end_line, c.kind.value, c.symbol)
+            digest.update(repr(row).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def test_chunks_of_the_fixture_files_match_this_chunker_versions_fingerprint() -> None:
+    files = [source(p) for p in sorted(FIXTURES.iterdir()) if p.is_file()]
+    assert len(files) >= 19
+    actual = chunk_fingerprint(files)
+    assert actual == CHUNK_FINGERPRINTS["fixtures"], FINGERPRINT_CHANGED.format(
+        files="tests/fixtures/languages/*", key="fixtures", actual=actual
+    )
+
+
+def test_chunks_of_pinned_stdlib_files_match_this_chunker_versions_fingerprint() -> None:
+    paths = {name: STDLIB / name for name in PINNED_STDLIB}
+    differing = [
+        name
+        for name, path in paths.items()
+        if hashlib.sha256(path.read_bytes()).hexdigest() != PINNED_STDLIB[name]
+    ]
+    if differing:
+        pytest.skip(f"this Python's {', '.join(differing)} differ from the pinned 3.11.7 copies")
+    actual = chunk_fingerprint([source(path, name=name) for name, path in paths.items()])
+    assert actual == CHUNK_FINGERPRINTS["stdlib"], FINGERPRINT_CHANGED.format(
+        files=", ".join(PINNED_STDLIB), key="stdlib", actual=actual
+    )
 
 
 def test_c_header_written_in_cpp_is_cut_with_the_cpp_grammar() -> None:

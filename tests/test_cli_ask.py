@@ -5,8 +5,11 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.tui.cli import main
+
+pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model through the CLI
 
 
 def test_ask_json_builds_the_index_and_cites_real_lines(small_repo, index_dir, capsys, monkeypatch):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from codeqa.tui.cli import main
+
+pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model through the CLI
 
 
 def test_index_then_search_prints_cited_locations(small_repo, index_dir, capsys):

@@ -652,6 +652,7 @@ def test_pathological_star_patterns_over_long_names_finish_in_under_a_second(
     assert set(found) == {".gitignore", "b" * 250}
 
 
+@pytest.mark.slow  # creates 2,000 nested folders (about 2.5 s)
 def test_a_tree_2000_folders_deep_is_walked_without_recursion_limits(tmp_path: Path) -> None:
     deepest = "/".join(["d"] * 2000)  # one-letter names: the whole path stays under PATH_MAX
     parent = os.open(tmp_path, os.O_RDONLY)

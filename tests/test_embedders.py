@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
@@ -15,9 +13,9 @@ from codeqa.retrieval.embedders.registry import (
     load_embedder,
 )
 from codeqa.retrieval.errors import EmbedderUnavailable
-from codeqa.retrieval.offline import prepare_offline_environment
 from codeqa.retrieval.records import Chunk, ChunkKind
 from codeqa.retrieval.search.keywords import keyword_text
+from scripted_llm import VECTOR_DIM, vector_for
 
 SEND_REQUEST = '''def send(self, request, stream=False, timeout=None, verify=True):
     """Sends a PreparedRequest object over HTTP and returns a Response."""
@@ -168,45 +166,7 @@ def test_vector_cache_key_follows_what_is_embedded() -> None:
 
 # --- litellm, through its real call path with a scripted provider -------------------
 
-PROVIDER = "codeqa-scripted"
-DIM = 8
-
-
-def _vector_for(text: str) -> list[float]:
-    digest = hashlib.sha256(text.encode()).digest()
-    return [float(b) + 1.0 for b in digest[:DIM]]
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    """A litellm provider whose failures are scripted; returns the list of calls it saw."""
-    prepare_offline_environment()
-    import litellm
-    from litellm import CustomLLM
-    from litellm.types.utils import EmbeddingResponse
-
-    class ScriptedEmbeddings(CustomLLM):
-        def __init__(self) -> None:
-            super().__init__()
-            self.failures: list[Exception] = []
-            self.calls: list[list[str]] = []
-
-        def embedding(self, model, input, model_response, *args, **kwargs) -> EmbeddingResponse:
-            self.calls.append(list(input))
-            if self.failures:
-                raise self.failures.pop(0)
-            model_response.data = [
-                {"object": "embedding", "index": i, "embedding": _vector_for(text)}
-                for i, text in reversed(list(enumerate(input)))  # out of order on purpose
-            ]
-            model_response.model = model
-            return model_response
-
-    handler = ScriptedEmbeddings()
-    monkeypatch.setattr(
-        litellm, "custom_provider_map", [{"provider": PROVIDER, "custom_handler": handler}]
-    )
-    return handler
+PROVIDER = "scripted"  # tests/scripted_llm.py
 
 
 def _embedder(**kwargs) -> LiteLLMEmbedder:
@@ -214,55 +174,59 @@ def _embedder(**kwargs) -> LiteLLMEmbedder:
 
 
 def test_litellm_embedder_batches_keeps_order_and_normalises(scripted) -> None:
+    model = scripted()
     texts = [f"chunk number {i}" for i in range(10)]
     vectors = _embedder(batch_size=4).embed(texts)
-    assert [len(call) for call in scripted.calls] == [4, 4, 2]
-    expected = np.array([_vector_for(t) for t in texts], dtype=np.float32)
+    assert [len(call) for call in model.embedded] == [4, 4, 2]
+    expected = np.array([vector_for(t) for t in texts], dtype=np.float32)
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(vectors, expected, rtol=1e-6)
 
 
 def test_litellm_embedder_learns_its_dimension_from_a_probe(scripted) -> None:
+    model = scripted()
     embedder = _embedder()
-    assert embedder.dim == DIM
-    assert len(scripted.calls) == 1
-    assert embedder.embed_query("where is the session closed").shape == (DIM,)
+    assert embedder.dim == VECTOR_DIM
+    assert len(model.embedded) == 1
+    assert embedder.embed_query("where is the session closed").shape == (VECTOR_DIM,)
 
 
 def test_rate_limit_is_retried_then_succeeds(scripted) -> None:
     import litellm
 
-    scripted.failures = [
+    model = scripted(
         litellm.RateLimitError("slow down", llm_provider=PROVIDER, model="embed-small"),
         litellm.Timeout("took too long", model="embed-small", llm_provider=PROVIDER),
-    ]
+    )
     vectors = _embedder().embed(["a", "b"])
-    assert vectors.shape == (2, DIM)
-    assert len(scripted.calls) == 3
+    assert vectors.shape == (2, VECTOR_DIM)
+    assert len(model.embedded) == 3
 
 
 def test_rate_limits_that_never_end_give_up_with_one_clear_line(scripted) -> None:
     import litellm
 
-    scripted.failures = [
-        litellm.RateLimitError("quota exceeded", llm_provider=PROVIDER, model="embed-small")
-        for _ in range(5)
-    ]
+    model = scripted(
+        *[
+            litellm.RateLimitError("quota exceeded", llm_provider=PROVIDER, model="embed-small")
+            for _ in range(5)
+        ]
+    )
     with pytest.raises(EmbedderUnavailable, match="after 3 attempts") as caught:
         _embedder(max_attempts=3).embed(["a"])
     assert "\n" not in str(caught.value)
-    assert len(scripted.calls) == 3
+    assert len(model.embedded) == 3
 
 
 def test_bad_key_fails_at_once_with_a_clear_message(scripted) -> None:
     import litellm
 
-    scripted.failures = [
+    model = scripted(
         litellm.AuthenticationError("invalid api key", llm_provider=PROVIDER, model="embed-small")
-    ]
+    )
     with pytest.raises(EmbedderUnavailable, match="missing or invalid API key"):
         _embedder().embed(["a"])
-    assert len(scripted.calls) == 1
+    assert len(model.embedded) == 1
 
 
 def test_unknown_model_is_a_clear_error_without_retries() -> None:

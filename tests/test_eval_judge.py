@@ -13,37 +13,21 @@ import pytest
 from codeqa.evals.judge import JUDGE_SYSTEM_PROMPT, parse_verdict
 from codeqa.evals.runner import codeqa_source_root
 from codeqa.tui.cli import main
-from litellm import CustomLLM
-from litellm.types.utils import GenericStreamingChunk
 
 CORPUS_FILES = ("retrieval/records.py", "retrieval/manifest.py")
 LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
 
 
-class RoutedModel(CustomLLM):
-    """Plays planner, answerer and judge: each role's reply is chosen from the question asked."""
+class Roles:
+    """Plays planner, answerer and judge for the scripted model: each role's reply is chosen
+    from the question asked."""
 
     def __init__(self, answers: dict[str, str | Exception], verdicts: dict[str, str]):
-        super().__init__()
         self.answers = answers  # question → draft (citing the first excerpt shown) or an error
         self.verdicts = verdicts  # question → the judge's reply
         self.judged: list[str] = []
 
-    def completion(self, model, messages, *args, **kwargs):
-        reply = self._reply(messages)
-        return litellm.completion(model="openai/scripted", messages=messages, mock_response=reply)
-
-    def streaming(self, model, messages, *args, **kwargs):
-        yield GenericStreamingChunk(
-            text=self._reply(messages),
-            is_finished=True,
-            finish_reason="stop",
-            usage=None,
-            index=0,
-            tool_use=None,
-        )
-
-    def _reply(self, messages: list[dict]) -> str:
+    def __call__(self, messages: list[dict]) -> str:
         system, last = messages[0]["content"], messages[-1]["content"]
         if system == JUDGE_SYSTEM_PROMPT:
             question = last.split("Question:\n", 1)[1].split("\n\nReference answer:", 1)[0]
@@ -60,18 +44,6 @@ class RoutedModel(CustomLLM):
             assert shown is not None, "the answerer was shown no excerpts"
             reply = f"{answer} (`{shown['path']}:{shown['start']}-{shown['start']}`)"
         return reply
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    def install(model: RoutedModel) -> RoutedModel:
-        monkeypatch.setattr(
-            litellm, "custom_provider_map", [{"provider": "scripted", "custom_handler": model}]
-        )
-        monkeypatch.setattr(litellm, "_custom_providers", ["scripted"])
-        return model
-
-    return install
 
 
 @pytest.fixture
@@ -126,21 +98,20 @@ def run_agent_eval(capsys, tmp_path, corpus, dataset, *extra: str):
 def test_judge_scores_answers_and_a_malformed_verdict_counts_as_unjudged(
     scripted, corpus, tmp_path, capsys
 ):
-    model = scripted(
-        RoutedModel(
-            answers={q: "It is done here" for q in QUESTIONS.values()},
-            verdicts={
-                QUESTIONS["ids"]: '{"score": 4, "rationale": "right, misses the hash inputs"}',
-                QUESTIONS["save"]: "Score: 2\nRationale: names the wrong function",
-                QUESTIONS["mismatch"]: "This answer looks pretty good overall!",
-            },
-        )
+    roles = Roles(
+        answers={q: "It is done here" for q in QUESTIONS.values()},
+        verdicts={
+            QUESTIONS["ids"]: '{"score": 4, "rationale": "right, misses the hash inputs"}',
+            QUESTIONS["save"]: "Score: 2\nRationale: names the wrong function",
+            QUESTIONS["mismatch"]: "This answer looks pretty good overall!",
+        },
     )
+    scripted(otherwise=roles)
     code, stdout, stderr, rows = run_agent_eval(
         capsys, tmp_path, corpus, write_dataset(tmp_path), "--judge"
     )
     assert code == 0, stderr
-    assert sorted(model.judged) == sorted(QUESTIONS.values())
+    assert sorted(roles.judged) == sorted(QUESTIONS.values())
     assert rows["ids"]["judge"]["score"] == 4
     assert rows["ids"]["judge"]["rationale"] == "right, misses the hash inputs"
     assert rows["save"]["judge"]["score"] == 2
@@ -159,16 +130,15 @@ def test_a_model_error_on_one_question_is_recorded_and_the_run_goes_on(
     too_long = litellm.ContextWindowExceededError(
         "prompt is too long", model="test", llm_provider="scripted"
     )
-    scripted(
-        RoutedModel(
-            answers={
-                QUESTIONS["ids"]: "It is done here",
-                QUESTIONS["save"]: too_long,
-                QUESTIONS["mismatch"]: "It is refused here",
-            },
-            verdicts={q: '{"score": 5, "rationale": "ok"}' for q in QUESTIONS.values()},
-        )
+    roles = Roles(
+        answers={
+            QUESTIONS["ids"]: "It is done here",
+            QUESTIONS["save"]: too_long,
+            QUESTIONS["mismatch"]: "It is refused here",
+        },
+        verdicts={q: '{"score": 5, "rationale": "ok"}' for q in QUESTIONS.values()},
     )
+    scripted(otherwise=roles)
     code, stdout, stderr, rows = run_agent_eval(
         capsys, tmp_path, corpus, write_dataset(tmp_path), "--judge"
     )
@@ -187,13 +157,12 @@ def test_a_model_error_on_one_question_is_recorded_and_the_run_goes_on(
 
 def test_a_rejected_key_stops_the_run_at_once_with_one_line(scripted, corpus, tmp_path, capsys):
     denied = litellm.AuthenticationError("invalid api key", llm_provider="scripted", model="test")
-    scripted(
-        RoutedModel(
-            answers={QUESTIONS["ids"]: "It is done here", QUESTIONS["save"]: denied,
-                     QUESTIONS["mismatch"]: "It is refused here"},
-            verdicts={},
-        )
+    roles = Roles(
+        answers={QUESTIONS["ids"]: "It is done here", QUESTIONS["save"]: denied,
+                 QUESTIONS["mismatch"]: "It is refused here"},
+        verdicts={},
     )  # fmt: skip
+    scripted(otherwise=roles)
     code, stdout, stderr, rows = run_agent_eval(capsys, tmp_path, corpus, write_dataset(tmp_path))
     assert code == 1 and stdout == ""
     assert stderr.strip().splitlines()[-1].startswith("codeqa: error: model 'scripted/test'")
@@ -202,7 +171,7 @@ def test_a_rejected_key_stops_the_run_at_once_with_one_line(scripted, corpus, tm
 
 
 def test_unknown_judge_model_fails_before_any_indexing(scripted, corpus, tmp_path, capsys):
-    scripted(RoutedModel(answers={}, verdicts={}))
+    scripted(otherwise=Roles(answers={}, verdicts={}))
     code, _, stderr, _ = run_agent_eval(
         capsys, tmp_path, corpus, write_dataset(tmp_path), "--judge-model", "no-such-model"
     )

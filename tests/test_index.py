@@ -20,6 +20,8 @@ from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import ProgressEvent, build_index
 from codeqa.retrieval.records import SearchMode
 
+pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model
+
 
 def settings_for(index_dir: Path, **changes: object) -> IndexSettings:
     return IndexSettings(index_dir=index_dir, **changes)  # type: ignore[arg-type]

@@ -128,6 +128,8 @@ prepare_offline_environment()
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import build_index
 
+pytestmark = pytest.mark.slow  # builds real indexes, kills processes, fills a small tmpfs
+
 def report(event):
     print(event.phase, event.done, flush=True)
 

@@ -88,6 +88,7 @@ def test_a_symlink_swapped_in_under_an_open_index_never_reaches_the_prompt(
     assert refused, answer.notes
 
 
+@pytest.mark.slow  # indexes and asks through the CLI
 def test_ask_after_a_pull_turned_a_file_into_a_link_to_dotenv_shows_no_secret(
     small_repo, swapped, index_dir, capsys, monkeypatch
 ):

@@ -63,6 +63,7 @@ def hostile_config(repo: Path, server: http.server.HTTPServer, victim: Path) -> 
     )
 
 
+@pytest.mark.slow  # indexes with the ONNX model through the CLI
 def test_hostile_repo_config_sends_nothing_and_deletes_nothing(
     small_repo, tmp_path, attacker_server, user_config, capsys
 ):
@@ -89,6 +90,7 @@ def test_hostile_repo_config_sends_nothing_and_deletes_nothing(
     assert (index_dir / "manifest.json").is_file()
 
 
+@pytest.mark.slow  # indexes with the ONNX model through the CLI
 def test_a_trusted_repo_still_cannot_rebuild_into_a_folder_codeqa_did_not_make(
     small_repo, tmp_path, attacker_server, user_config, capsys
 ):

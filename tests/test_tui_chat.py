@@ -5,12 +5,10 @@ from __future__ import annotations
 import fcntl
 import re
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import litellm
 import pytest
 from codeqa.agent.answer import Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
@@ -29,8 +27,7 @@ from codeqa.tui.chat.widgets import (
 )
 from codeqa.tui.chat.widgets.location_text import fit_location
 from codeqa.tui.settings import Settings
-from litellm import CustomLLM
-from litellm.types.utils import GenericStreamingChunk
+from scripted_llm import ScriptedModel, install_scripted
 from textual.pilot import Pilot
 from textual.widgets import Input
 
@@ -42,7 +39,8 @@ LABEL = re.compile(r"^### (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$", re.M)
 # 80x24: the default size of most terminals, and the smallest the chat must work at.
 SIZE = (80, 24)
 
-pytestmark = pytest.mark.anyio
+# slow: drives the Textual app over real indexes
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture
@@ -108,56 +106,23 @@ def error_notices(app: CodeqaApp) -> list[str]:
     return [n.message for n in app._notifications if n.severity == "error"]
 
 
-class ScriptedModel(CustomLLM):
-    """A chat model behind litellm: plans nothing, then streams an answer citing its evidence.
+HOLD_AFTER = 3  # words of an answer streamed before `scripted.hold` pauses it
 
-    `hold` pauses the stream after `HOLD_AFTER` words until the test sets it, so a
-    test can look at a half-written answer or cancel it.
-    """
 
-    HOLD_AFTER = 3
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[list[dict]] = []
-        self.hold = threading.Event()
-        self.hold.set()
-
-    def completion(self, model, messages, *args, **kwargs):  # the planner: no extra queries
-        self.calls.append(messages)
-        return litellm.completion(model="openai/scripted", messages=messages, mock_response="{}")
-
-    def streaming(self, model, messages, *args, **kwargs):
-        self.calls.append(messages)
-        found = LABEL.search(messages[-1]["content"])
-        if found is None:
-            reply = "Nothing in the excerpts answers that."
-        else:
-            first = f"{found['path']}:{found['start']}-{found['end']}"
-            reply = f"The answer is in `{first}`, which holds the code that does this."
-        words = re.findall(r"\S+\s*", reply)
-        for number, word in enumerate(words):
-            if number == self.HOLD_AFTER:
-                self.hold.wait(30)
-            last = number == len(words) - 1
-            yield GenericStreamingChunk(
-                text=word,
-                is_finished=last,
-                finish_reason="stop" if last else None,
-                usage=None,
-                index=0,
-                tool_use=None,
-            )
+def cite_first_excerpt(messages: list[dict]) -> str:
+    """The model's replies: plan no extra searches, then answer citing the first excerpt."""
+    if messages[0]["content"].startswith("You plan searches"):
+        return "{}"
+    found = LABEL.search(messages[-1]["content"])
+    if found is None:
+        return "Nothing in the excerpts answers that."
+    first = f"{found['path']}:{found['start']}-{found['end']}"
+    return f"The answer is in `{first}`, which holds the code that does this."
 
 
 @pytest.fixture
 def scripted(monkeypatch) -> ScriptedModel:
-    model = ScriptedModel()
-    monkeypatch.setattr(
-        litellm, "custom_provider_map", [{"provider": "scripted", "custom_handler": model}]
-    )
-    monkeypatch.setattr(litellm, "_custom_providers", ["scripted"])
-    return model
+    return install_scripted(monkeypatch, otherwise=cite_first_excerpt, hold_after=HOLD_AFTER)
 
 
 # ---- answering ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from codeqa.retrieval.embedders.vector_cache import VectorCache
 
 MODEL_A = "onnx:model-a@pkg==1.0"
@@ -64,6 +65,7 @@ def test_lookups_of_more_hashes_than_sqlite_allows_in_one_query(tmp_path) -> Non
         assert len(cache.get_many(list(stored) + ["missing"])) == 2_500
 
 
+@pytest.mark.slow  # spawns and kills a process
 def test_process_killed_in_the_middle_of_a_write_loses_only_that_write(tmp_path) -> None:
     path = tmp_path / "vectors.sqlite"
     # The child commits one batch, then dies (os._exit, no cleanup) after the first

@@ -29,8 +29,6 @@ class Key:
     # URLs, models) or which folder codeqa writes and wipes. New keys default to False:
     # a future `api_base` is refused from repositories without anyone remembering to.
     repo_may_set: bool = False
-    # Only the user's own config may hold it (it decides what to trust).
-    user_only: bool = False
 
 
 KEYS: dict[str, Key] = {
@@ -41,7 +39,9 @@ KEYS: dict[str, Key] = {
     "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True),
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
     "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
-    "trusted_repos": Key(None, list, user_only=True),
+    # Only the user's own config may hold it (it decides what to trust): load_settings drops
+    # a repository's copy even when that repository is trusted.
+    "trusted_repos": Key(None, list),
 }
 
 
@@ -49,7 +49,6 @@ KEYS: dict[str, Key] = {
 class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     model: str | None = None  # litellm model string; None: offline answer mode
-    sources: tuple[str, ...] = ()  # the config files that were read, for `--verbose` and errors
     # One line per config problem that does not stop the command (ignored repo settings).
     warnings: tuple[str, ...] = ()
 
@@ -73,19 +72,17 @@ def load_settings(
     """
     environ = os.environ if environ is None else environ
     values: dict[str, object] = {}
-    sources: list[str] = []
     warnings: list[str] = []
     user_path = user_config_path()
     user = _read_toml(user_path) if user_path.is_file() else {}
-    if user:
-        sources.append(str(user_path))
-    trusted = [Path(str(p)).expanduser().resolve() for p in user.pop("trusted_repos", [])]
+    trusted_repos = user.pop("trusted_repos", [])
+    assert isinstance(trusted_repos, list)  # _read_toml checked it is a list of strings
+    trusted = [Path(p).expanduser().resolve() for p in trusted_repos]
     values.update(user)
     repo_path = Path(repo) / CONFIG_FILE_NAME if repo is not None else None
     if repo_path is not None and repo_path.is_file():
         repo_values = _read_toml(repo_path)
-        sources.append(str(repo_path))
-        if not (trust_repo or Path(repo).expanduser().resolve() in trusted):  # type: ignore[arg-type]
+        if not (trust_repo or repo_path.parent.expanduser().resolve() in trusted):
             refused = sorted(key for key in repo_values if not KEYS[key].repo_may_set)
             for key in refused:
                 del repo_values[key]
@@ -101,7 +98,7 @@ def load_settings(
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = value
-    return _build(values, tuple(sources), tuple(warnings))
+    return _build(values, tuple(warnings))
 
 
 def _refusal(path: Path, refused: list[str], user_path: Path) -> str:
@@ -129,13 +126,7 @@ def _read_toml(path: Path) -> dict[str, object]:
 
 def _coerce(key: str, value: object, kind: type, origin: str) -> object:
     if kind is int:
-        try:
-            number = int(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ConfigError(f"{origin}: {key} must be a whole number, not {value!r}") from None
-        if number <= 0:
-            raise ConfigError(f"{origin}: {key} must be positive, not {number}")
-        return number
+        return _whole_number(key, value, origin)
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ConfigError(f"{origin}: {key} must be a list of strings, not {value!r}")
@@ -145,9 +136,19 @@ def _coerce(key: str, value: object, kind: type, origin: str) -> object:
     return value
 
 
-def _build(
-    values: dict[str, object], sources: tuple[str, ...], warnings: tuple[str, ...]
-) -> Settings:
+def _whole_number(key: str, value: object, origin: str) -> int:
+    try:
+        if not isinstance(value, str | int | float):
+            raise TypeError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{origin}: {key} must be a whole number, not {value!r}") from None
+    if number <= 0:
+        raise ConfigError(f"{origin}: {key} must be positive, not {number}")
+    return number
+
+
+def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
     store = str(values.get("store", "lancedb"))
     if store not in STORE_BACKENDS:
         raise ConfigError(f"unknown store {store!r}; choose one of: {', '.join(STORE_BACKENDS)}")
@@ -161,6 +162,7 @@ def _build(
         weaviate_grpc_port=values.get("weaviate_grpc_port"),  # type: ignore[arg-type]
     )
     if "max_file_bytes" in values:
-        index = replace(index, max_file_bytes=int(values["max_file_bytes"]))  # type: ignore[arg-type]
+        max_file_bytes = _whole_number("max_file_bytes", values["max_file_bytes"], "settings")
+        index = replace(index, max_file_bytes=max_file_bytes)
     model = values.get("model") or None
-    return Settings(index=index, model=model, sources=sources, warnings=warnings)  # type: ignore[arg-type]
+    return Settings(index=index, model=model, warnings=warnings)  # type: ignore[arg-type]

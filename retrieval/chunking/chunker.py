@@ -19,6 +19,14 @@ from tree_sitter import Node
 # Bump whenever the chunks produced for the same file change: indexes built by another
 # version are rebuilt rather than mixed.
 CHUNKER_VERSION = "1"
+# What this version cuts, as sha256 over (path, start, end, kind, symbol) of every chunk of
+# fixed files: tests/fixtures/languages/* and four stdlib files pinned by content. Computed
+# and checked by tests/test_chunker.py, so a change in chunking fails there until
+# CHUNKER_VERSION is bumped and these are updated with it.
+CHUNK_FINGERPRINTS = {
+    "fixtures": "dda1c29713b4c495c3324f6666d2969c63c44257a092a9eaa2ae541f44333470",
+    "stdlib": "54b9f0a508deb6aa24071924fc6a21f803329a29a617674b3e45ad178e55514e",
+}
 
 # How files are cut. "three-tier" is codeqa's chunker; "windows" cuts every file into fixed
 # overlapping line windows (then the same size cap), the baseline the three tiers must beat.
@@ -80,9 +88,8 @@ def chunk_file(file: SourceFile, limits: ChunkLimits | None = None) -> list[Chun
         cutter.read_imports()
         spans = [_Span(0, len(lines) - 1, ChunkKind.WHOLE_FILE)]
     else:
-        spans = cutter.syntax_spans()
-        if spans is None:
-            spans = cutter.window_spans()
+        syntax_spans = cutter.syntax_spans()
+        spans = syntax_spans if syntax_spans is not None else cutter.window_spans()
     return cutter.emit(spans)
 
 

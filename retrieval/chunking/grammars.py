@@ -307,7 +307,7 @@ def _elixir_macro(node: Node) -> str | None:
     target = node.child_by_field_name("target")
     if target is None or target.type != "identifier":
         return None
-    return target.text.decode("utf-8", "replace")
+    return _text(target)
 
 
 def classify(node: Node, spec: GrammarSpec) -> Declaration | None:
@@ -390,7 +390,8 @@ def _role(node_type: str) -> str:
 
 
 def _text(node: Node) -> str:
-    return node.text.decode("utf-8", "replace")
+    # `text` is None only for trees parsed without their source bytes, which we never do.
+    return (node.text or b"").decode("utf-8", "replace")
 
 
 _NAME_TYPES = frozenset(
@@ -533,22 +534,6 @@ def _body(node: Node) -> Node | None:
     return None
 
 
-def nested_declarations(node: Node, spec: GrammarSpec) -> list[Declaration]:
-    """Declarations inside a declaration (methods of a class, functions of a module), in order."""
-    found: list[Declaration] = []
-
-    def visit(parent: Node, depth: int) -> None:
-        for child in parent.named_children:
-            declaration = classify(child, spec)
-            if declaration is not None:
-                found.append(declaration)
-            elif depth < NESTED_SEARCH_DEPTH:
-                visit(child, depth + 1)
-
-    visit(node, 1)
-    return found
-
-
 def top_level_nodes(root: Node, spec: GrammarSpec) -> Iterator[Node]:
     """Children of the root, with transparent containers (#ifdef, extern "C") opened up."""
     for child in root.named_children:
@@ -573,8 +558,9 @@ def imports(nodes: list[Node], spec: GrammarSpec) -> list[str]:
 
 def _import_names(node: Node) -> list[str]:
     kind = node.type
-    if kind == "import_statement" and node.child_by_field_name("source") is not None:  # JS/TS
-        return [_text(node.child_by_field_name("source")).strip("'\"`")]
+    source = node.child_by_field_name("source")
+    if kind == "import_statement" and source is not None:  # JS/TS
+        return [_text(source).strip("'\"`")]
     if kind == "import_statement":  # Python: import a.b, c
         return [
             _text(c) for c in node.named_children if c.type in ("dotted_name", "aliased_import")
@@ -585,7 +571,8 @@ def _import_names(node: Node) -> list[str]:
     if kind == "import_declaration" and node.child_by_field_name("path") is None:
         specs = [c for c in _descendants(node, 2) if c.type == "import_spec"]
         if specs:  # Go
-            return [_text(s.child_by_field_name("path")).strip('"`') for s in specs]
+            paths = (s.child_by_field_name("path") for s in specs)
+            return [_text(path).strip('"`') for path in paths if path is not None]
     if kind == "preproc_include":
         path = node.child_by_field_name("path")
         return [_text(path).strip('<>"')] if path is not None else []

@@ -40,6 +40,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.discovery.ignore import (
@@ -239,7 +240,7 @@ def read_source(
 # The walk, and the same rules for one path
 
 
-DiscoveredItem = SourceFile | SkippedFile | IgnoreWarning
+DiscoveredItem: TypeAlias = SourceFile | SkippedFile | IgnoreWarning
 
 
 def discover(root: Path | str, options: DiscoverOptions | None = None) -> Iterator[DiscoveredItem]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from codeqa.retrieval.embedders.registry import l2_normalised
@@ -115,7 +116,8 @@ class LiteLLMEmbedder:
         response = litellm.embedding(
             model=self.model, input=inputs, timeout=self.timeout_s, max_retries=0
         )
-        rows = sorted(response.data, key=lambda item: _field(item, "index"))
+        # Providers number the vectors with integers; the order they arrive in is not promised.
+        rows = sorted(response.data, key=lambda item: cast(int, _field(item, "index")))
         if len(rows) != len(inputs):
             raise EmbedderUnavailable(
                 f"{self.model} returned {len(rows)} vectors for {len(inputs)} inputs"

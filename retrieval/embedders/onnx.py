@@ -63,7 +63,8 @@ MINILM_L6_INT8 = OnnxModelSpec(
 #   padded tokens, so short chunks go in big batches and long ones are not padded
 #   to the longest chunk of a random batch (2x faster than unsorted batches of 32
 #   at 256 tokens, 1.2x at 128). Smaller batches are both faster and leaner here:
-#   embedding 1,526 django chunks (idle 2 cores, /tmp/rss_embed.py in the closing note)
+#   embedding 1,526 django chunks (idle 2 cores, peak RSS from `/usr/bin/time -v` as
+#   evals/bench_index.py reads it)
 #   ran 22.5 chunks/s at 1.10 GiB peak RSS with 8,192 tokens a batch, 26.4/s at 669 MiB
 #   with 4,096, 30.0/s at 362 MiB with 1,024 and 30.8/s at 310 MiB with 512.
 # - MAX_BATCH_ROWS: bounds memory for a flood of one-line chunks.

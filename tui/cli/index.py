@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         skipped = ", ".join(f"{n} {reason}" for reason, n in report.skipped.most_common()) or "none"
         raise NothingToIndex(
             f"no files to index in {report.repo_root} (skipped: {skipped}); "
-            "check .gitignore/.codeqaignore and --max-file-bytes"
+            "check .gitignore/.codeqaignore and max_file_bytes (codeqa.toml or "
+            "$CODEQA_MAX_FILE_BYTES)"
         )
     return 0
 
