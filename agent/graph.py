@@ -16,8 +16,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+AgentGraph = CompiledStateGraph[AgentState, AgentContext, AgentState, AgentState]
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+
+def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> AgentGraph:
     """The compiled graph; `checkpointer` keeps each thread's conversation between questions."""
     graph = StateGraph(AgentState, context_schema=AgentContext)
     graph.add_node("plan", plan)

@@ -133,10 +133,10 @@ def draft(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     usage = _added(state.get("usage", Usage()), completion.usage)
     requested = parse_search_request(completion.text) if may_ask else None
     # "evidence" becomes what this draft was shown, so only those lines may be cited.
-    shown = {"evidence": fitted.evidence, "notes": fitted.notes, "usage": usage}
+    shown: AgentState = {"evidence": fitted.evidence, "notes": fitted.notes, "usage": usage}
     if requested is not None and not completion.cancelled:
-        return {"draft": "", "requested": requested, **shown}
-    return {"draft": completion.text, "cancelled": completion.cancelled, **shown}
+        return {**shown, "draft": "", "requested": requested}
+    return {**shown, "draft": completion.text, "cancelled": completion.cancelled}
 
 
 def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:

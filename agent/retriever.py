@@ -9,7 +9,8 @@ from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, 
 
 
 class Retriever(Protocol):
-    repo_root: Path
+    @property
+    def repo_root(self) -> Path: ...
 
     def search(
         self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10

@@ -16,6 +16,7 @@ import ast
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from codeqa.evals.dataset import Question, load_dataset
@@ -122,7 +123,8 @@ def make_embedder(spec: str) -> Embedder:
         from codeqa.retrieval.embedders.onnx import OnnxEmbedder
 
         values = [int(p) for p in params]
-        kwargs = dict(zip(["max_tokens", "tokens_per_batch", "threads"], values, strict=False))
+        names = ("max_tokens", "tokens_per_batch", "threads")
+        kwargs: dict[str, Any] = dict(zip(names, values, strict=False))
         return OnnxEmbedder(**kwargs)
     return load_embedder(spec)
 

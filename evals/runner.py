@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codeqa.evals.agent_scores import AgentScores, score_answer, score_failed_answer
 from codeqa.evals.dataset import Question
@@ -18,6 +19,9 @@ from codeqa.retrieval.config import IndexSettings, index_dir_for
 from codeqa.retrieval.embedders.registry import DEFAULT_EMBEDDER
 from codeqa.retrieval.errors import CodeqaError, RepoNotFound
 from codeqa.retrieval.records import SearchHit, SearchMode
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.indexing import ProgressEvent
 
 # Results kept per question: the shared scorer's baselines are computed on the top 10,
 # and every metric (line@10, lines_returned@10, line@200L) looks no deeper.
@@ -140,7 +144,7 @@ class RunObserver:
     """Callbacks for a caller's progress display and incremental output; all optional."""
 
     corpus_started: Callable[[str, Path], None] = lambda corpus, repo: None
-    index_progress: Callable[[object], None] | None = None  # retrieval.indexing.ProgressEvent
+    index_progress: Callable[[ProgressEvent], None] | None = None
     corpus_indexed: Callable[[CorpusIndexed], None] = lambda event: None
     question_done: Callable[[QuestionResult], None] = lambda result: None
 

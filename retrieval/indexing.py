@@ -215,7 +215,9 @@ def build_index(
             _wipe(directory, settings)
         manifest = Manifest.load(directory)
         _mark(directory)
-        embedder = load_embedder(settings.embed_model or (manifest and manifest.embedder_name))
+        embedder = load_embedder(
+            settings.embed_model or (manifest.embedder_name if manifest else None)
+        )
         if manifest is None:
             manifest = Manifest(
                 repo_root=str(root),
@@ -236,7 +238,7 @@ def build_index(
         # A run that stopped before the end (Ctrl-C, kill, full disk) may have stored
         # chunks of files it had not yet listed: those files are re-stored from scratch.
         resuming = manifest.complete_chunks is None or not manifest.indexes_settled
-        if not changed and not removed and not resuming:
+        if not changed and not removed and not resuming and manifest.complete_chunks is not None:
             # Nothing to write: skip opening the store, the slowest part of a no-op run.
             report.chunks_total = manifest.complete_chunks
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started

@@ -20,8 +20,13 @@ from codeqa.retrieval.records import Chunk
 class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
 
-    name: str  # stable identity of model and settings: goes into the index manifest
-    dim: int
+    @property
+    def name(self) -> str:
+        """Stable identity of model and settings: goes into the index manifest."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of shape (len(texts), dim), float32, unit length."""

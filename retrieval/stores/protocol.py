@@ -183,7 +183,7 @@ def rank_symbol_matches(chunks: Iterable[Chunk], name: str, limit: int) -> list[
     return [chunk for _, chunk in ranked[:limit]]
 
 
-def effective_mode(mode: SearchMode, keywords: str, vector: np.ndarray | None) -> SearchMode:
+def effective_mode(mode: SearchMode, keywords: str, vector: object | None) -> SearchMode:
     """The mode a search can run: hybrid with no vector is BM25, with no keywords it is vector."""
     if mode is SearchMode.HYBRID:
         if vector is None:

@@ -213,8 +213,10 @@ class WeaviateStore:
         with self._errors("searching"):
             if mode is SearchMode.BM25:
                 return self._bm25(keywords, limit) if keywords else []
+            if vector is None:  # effective_mode leaves vector modes only with a vector
+                return []
             if mode is SearchMode.VECTOR:
-                return self._vector(vector, limit) if vector is not None else []
+                return self._vector(vector, limit)
             return self._hybrid(keywords, vector, limit)
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
@@ -352,7 +354,7 @@ class WeaviateStore:
                     filters=Filter.by_id().contains_any(uuids), limit=len(uuids)
                 )
                 for o in response.objects:
-                    found[o.properties["chunk_id"]] = dict(o.properties)
+                    found[str(o.properties["chunk_id"])] = dict(o.properties)
         return [found[chunk_id] for chunk_id in chunk_ids if chunk_id in found]
 
     def _walk(self, properties: list[str]) -> list[dict[str, Any]]:

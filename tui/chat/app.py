@@ -134,7 +134,9 @@ class CodeqaApp(App[None]):
 
     @work(thread=True, group="index", exclusive=True, exit_on_error=False)
     def _index_worker(self, rebuild: bool, build_assistant: bool) -> None:
-        report_progress = lambda event: self.post_message(IndexProgressed(event))  # noqa: E731
+        def report_progress(event: ProgressEvent) -> None:
+            self.post_message(IndexProgressed(event))
+
         try:
             index, report, notice = update_index(
                 self.config.repo,
@@ -296,13 +298,11 @@ class CodeqaApp(App[None]):
         assistant = self.assistant
         assert assistant is not None  # asked only once the index worker built it
 
+        def on_token(text: str) -> None:
+            self.post_message(AnswerToken(text))
+
         def ask() -> Answer:
-            return assistant.ask(
-                question,
-                thread_id=thread_id,
-                on_token=lambda text: self.post_message(AnswerToken(text)),
-                cancel=cancel,
-            )
+            return assistant.ask(question, thread_id=thread_id, on_token=on_token, cancel=cancel)
 
         try:
             answer = await in_daemon_thread(ask, name="codeqa-answer")

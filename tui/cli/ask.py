@@ -90,12 +90,17 @@ def _fresh_index(repo: Path, settings):
     re-read, so on an unchanged repository this costs one scan (~0.4 s on django).
     """
     from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import build_index
+    from codeqa.retrieval.indexing import ProgressEvent, build_index
     from codeqa.tui.cli.progress import ProgressPrinter
 
     printer = ProgressPrinter()
+
+    def progress(event: ProgressEvent) -> None:
+        if event.phase != "scan":  # a scan of an unchanged repository is not news
+            printer(event)
+
     try:
-        report = build_index(repo, settings, lambda event: event.phase != "scan" and printer(event))
+        report = build_index(repo, settings, progress)
     finally:
         printer.close()
     if report.files_changed or report.files_removed:
