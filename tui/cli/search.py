@@ -123,7 +123,7 @@ def _fresh_index(repo: Path, settings: IndexSettings) -> Index:
     from codeqa.retrieval.indexing import build_index
     from codeqa.tui.cli.progress import update_line
 
-    open_index(repo, settings).close()  # raises IndexNotFound before anything is written
+    index = open_index(repo, settings)  # raises IndexNotFound before anything is written
     try:
         # No progress bar: a search prints results, plus one line if the index changed.
         report = build_index(repo, settings, embed=False)
@@ -133,10 +133,15 @@ def _fresh_index(repo: Path, settings: IndexSettings) -> Index:
             "codeqa: note: another codeqa process is updating this index; searching it as it is",
             file=sys.stderr,
         )
+    except BaseException:
+        index.close()
+        raise
     else:
         if line := update_line(report):
             print(line, file=sys.stderr)
-    return open_index(repo, settings)
+            index.close()  # its file list is the old one: reopen on the updated manifest
+            return open_index(repo, settings)
+    return index
 
 
 def _capped(query: str, name: str) -> str:
