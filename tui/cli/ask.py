@@ -119,8 +119,10 @@ def _finish_vectors(
     """After the answer: fill the missing vectors here (a terminal), or say how to (a pipe).
 
     In the foreground this is `codeqa index` itself (same lock, progress bar, manifest and
-    search-index upkeep), so Ctrl-C keeps everything embedded so far and leaves an index
-    that `codeqa index --check` finds healthy. A pipe or `--json` is never held up by it:
+    search-index upkeep), so Ctrl-C keeps everything embedded so far and leaves the index
+    as an interrupted `codeqa index` does: consistent (`--check` finds no duplicate or
+    missing chunks), with the vectors still missing, and rows written since the last
+    full-text rebuild, left to the next run. A pipe or `--json` is never held up by it:
     no process is left running behind the answer, the next `codeqa index` does the work.
     """
     from codeqa.retrieval.indexing import build_index
