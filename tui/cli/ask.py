@@ -1,15 +1,31 @@
-"""`codeqa ask QUESTION`: a cited answer about a repository (offline list without a model)."""
+"""`codeqa ask QUESTION`: a cited answer about a repository (offline list without a model).
+
+The answer comes as soon as keyword search is ready: vectors still missing (a new or much
+changed repository) are filled after the answer, in the foreground with a progress bar on
+a terminal, or left to `codeqa index` when the output is piped or JSON.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.settings import TRUST_FLAG
+
+if TYPE_CHECKING:  # progress.py imports the indexer: loaded when a command runs, not at parse
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.tui.cli.progress import VectorCoverage
+
+# Exit status after Ctrl-C stopped the vector fill that follows an answer: the answer was
+# printed, but the run was interrupted, as `codeqa index` reports it.
+INTERRUPTED = 130
 
 # Cited snippets longer than this are cut with a marker (--show-sources).
 SOURCE_LINES = 40
@@ -42,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.agent import AgentSettings, Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
+    from codeqa.tui.cli.progress import VectorCoverage
 
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
@@ -52,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
         LLMClient(agent).check()
     index = _fresh_index(args.repo, settings.index)
     with index:
+        coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
+        if coverage.missing and agent.search_mode is not SearchMode.BM25:
+            print(
+                f"codeqa: {coverage.describe()}: answering with keyword search where vectors "
+                "are missing; results improve as they fill",
+                file=sys.stderr,
+            )
         assistant = Assistant(index, agent)
         stream = not args.json and sys.stdout.isatty() and agent.model is not None
         streamed: list[str] = []
@@ -66,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
             if note.startswith(QUESTION_CUT_NOTE):
                 print(f"codeqa: note: {note}", file=sys.stderr)
         if args.json:
-            print(json.dumps(answer_to_json(answer), indent=2))
-            return 0
+            reply = answer_to_json(answer) | {"vectors_filled": round(coverage.filled, 4)}
+            print(json.dumps(reply, indent=2))
+            sys.stdout.flush()  # the answer is out before the note on how vectors get filled
+            return _finish_vectors(index.repo_root, args, settings.index, coverage, False)
         if not stream:
             print(answer.text)
         elif "".join(streamed).strip() != answer.text.strip():
@@ -79,7 +105,65 @@ def run(args: argparse.Namespace) -> int:
         if args.show_sources:
             for citation in answer.citations:
                 print(_source(index, citation))
+        sys.stdout.flush()
+    return _finish_vectors(index.repo_root, args, settings.index, coverage, sys.stdout.isatty())
+
+
+def _finish_vectors(
+    root: Path,
+    args: argparse.Namespace,
+    settings: IndexSettings,
+    coverage: VectorCoverage,
+    foreground: bool,
+) -> int:
+    """After the answer: fill the missing vectors here (a terminal), or say how to (a pipe).
+
+    In the foreground this is `codeqa index` itself (same lock, progress bar, manifest and
+    search-index upkeep), so Ctrl-C keeps everything embedded so far and leaves the index
+    as an interrupted `codeqa index` does: consistent (`--check` finds no duplicate or
+    missing chunks), with the vectors still missing, and rows written since the last
+    full-text rebuild, left to the next run. A pipe or `--json` is never held up by it:
+    no process is left running behind the answer, the next `codeqa index` does the work.
+    """
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli.progress import ProgressPrinter
+
+    if not coverage.missing:
+        return 0
+    finish = _index_command(root, args)
+    if not foreground:
+        print(f"codeqa: `{finish}` finishes the vectors", file=sys.stderr)
+        return 0
+    printer = ProgressPrinter()
+    try:
+        build_index(root, settings, printer)
+    except KeyboardInterrupt:
+        printer.close()
+        print(
+            f"codeqa: stopped filling vectors; everything embedded so far is kept, "
+            f"`{finish}` finishes them",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
+    finally:
+        printer.close()
     return 0
+
+
+def _index_command(root: Path, args: argparse.Namespace) -> str:
+    """The `codeqa index` command line that works on the same index as this run."""
+    words = ["codeqa", "index", str(root)]
+    for flag, value in (
+        ("--index-dir", args.index_dir),
+        ("--store", args.store),
+        ("--weaviate-url", args.weaviate_url),
+        ("--embed-model", args.embed_model),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    if args.trust_repo_config:
+        words.append(TRUST_FLAG)
+    return shlex.join(words)
 
 
 def _fresh_index(repo: Path, settings):
@@ -87,28 +171,21 @@ def _fresh_index(repo: Path, settings):
 
     An answer never comes from files that changed since they were indexed: a `git pull`
     may have edited them, or turned one into a symlink to a secret. Only changed files are
-    re-read, so on an unchanged repository this costs one scan (~0.4 s on django).
+    re-read, so on an unchanged repository this costs one scan (~0.4 s on django). Vectors
+    are not waited for (`embed=False`): keyword search is ready within seconds, and
+    embedding a new repository takes minutes (django: 150-290 s).
     """
     from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import ProgressEvent, build_index
-    from codeqa.tui.cli.progress import ProgressPrinter
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli.progress import ProgressPrinter, update_line
 
-    printer = ProgressPrinter()
-
-    def progress(event: ProgressEvent) -> None:
-        if event.phase != "scan":  # a scan of an unchanged repository is not news
-            printer(event)
-
+    printer = ProgressPrinter(quiet_scan=True)
     try:
-        report = build_index(repo, settings, progress)
+        report = build_index(repo, settings, printer, embed=False)
     finally:
         printer.close()
-    if report.files_changed or report.files_removed:
-        print(
-            f"codeqa: index updated: {report.files_changed} new or changed, "
-            f"{report.files_removed} removed",
-            file=sys.stderr,
-        )
+    if line := update_line(report):
+        print(line, file=sys.stderr)
     return open_index(repo, settings)
 
 

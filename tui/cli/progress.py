@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from typing import TextIO
 
 from codeqa.retrieval.indexing import IndexReport, ProgressEvent
@@ -13,15 +14,39 @@ _BAR_WIDTH = 28
 _PIPE_INTERVAL_S = 5.0  # how often a non-terminal (CI log, pipe) gets a line
 
 
+@dataclass(frozen=True, slots=True)
+class VectorCoverage:
+    """How many of an index's chunks have a vector: keyword search covers the rest."""
+
+    chunks: int
+    missing: int
+
+    @property
+    def filled(self) -> float:
+        """The share of chunks with a vector, 0.0 to 1.0 (an empty index counts as full)."""
+        return 1.0 if self.chunks == 0 else (self.chunks - self.missing) / self.chunks
+
+    def describe(self) -> str:
+        # Rounded down: 99.9 % is not "100 % filled" while a chunk still lacks its vector.
+        return (
+            f"vectors {int(self.filled * 100)}% filled "
+            f"({self.chunks - self.missing:,} of {self.chunks:,} chunks)"
+        )
+
+
 class ProgressPrinter:
-    def __init__(self, stream: TextIO | None = None):
+    def __init__(self, stream: TextIO | None = None, *, quiet_scan: bool = False):
+        """With `quiet_scan` only work shows: a scan that finds nothing changed is not news."""
         self.stream = stream or sys.stderr
+        self.quiet_scan = quiet_scan
         self.is_tty = self.stream.isatty()
         self._phase_started: dict[str, float] = {}
         self._last_line = 0.0
         self._open_line = False
 
     def __call__(self, event: ProgressEvent) -> None:
+        if self.quiet_scan and event.phase == "scan":
+            return
         now = time.perf_counter()
         started = self._phase_started.setdefault(event.phase, now)
         finished = event.total and event.done >= event.total
@@ -53,6 +78,16 @@ class ProgressPrinter:
         if self._open_line:
             self.stream.write("\n")
             self._open_line = False
+
+
+def update_line(report: IndexReport) -> str | None:
+    """The one line saying an index was brought up to date before answering; None if unchanged."""
+    if not report.files_changed and not report.files_removed:
+        return None
+    return (
+        f"codeqa: index updated: {report.files_changed} new or changed, "
+        f"{report.files_removed} removed"
+    )
 
 
 def summary_lines(report: IndexReport) -> list[str]:

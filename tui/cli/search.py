@@ -1,4 +1,8 @@
-"""`codeqa search QUERY`: ranked code locations for a question, from the index."""
+"""`codeqa search QUERY`: ranked code locations for a question, from the index.
+
+Files changed since the index was built are re-read first (keywords only, no waiting for
+vectors), so a search never misses a word the user just wrote.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from codeqa.retrieval.errors import BadQueriesFile
+from codeqa.retrieval.errors import BadQueriesFile, IndexBusy
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.index import Index
 
 SNIPPET_LINES = 3
 
@@ -72,15 +81,13 @@ def read_queries(path: Path) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.retrieval.index import open_index
-
     if args.limit < 1:
         raise BadQueriesFile("--limit must be at least 1")
     if not args.query and not args.queries_file:
         raise BadQueriesFile("give a QUERY or --queries-file")
     settings = settings_from_args(args, args.repo)
     mode = SearchMode(args.mode)
-    with open_index(args.repo, settings.index) as index:
+    with _fresh_index(args.repo, settings.index) as index:
         missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
         if missing:
             print(
@@ -104,6 +111,37 @@ def run(args: argparse.Namespace) -> int:
     for hit in hits:
         print(_format_hit(hit))
     return 0
+
+
+def _fresh_index(repo: Path, settings: IndexSettings) -> Index:
+    """The existing index of `repo`, with files changed on disk since it was built re-read.
+
+    Unlike `codeqa ask` this never creates an index: with none, open_index says how to
+    build one. On an unchanged repository the check is one scan of the files.
+    """
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli.progress import update_line
+
+    index = open_index(repo, settings)  # raises IndexNotFound before anything is written
+    try:
+        # No progress bar: a search prints results, plus one line if the index changed.
+        report = build_index(repo, settings, embed=False)
+    except IndexBusy:
+        # `codeqa index` (or ask's vector fill) is writing it: search what is there now.
+        print(
+            "codeqa: note: another codeqa process is updating this index; searching it as it is",
+            file=sys.stderr,
+        )
+    except BaseException:
+        index.close()
+        raise
+    else:
+        if line := update_line(report):
+            print(line, file=sys.stderr)
+            index.close()  # its file list is the old one: reopen on the updated manifest
+            return open_index(repo, settings)
+    return index
 
 
 def _capped(query: str, name: str) -> str:

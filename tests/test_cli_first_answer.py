@@ -1,0 +1,95 @@
+"""The first answer does not wait for vectors, and search never misses a file just edited."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.records import SearchMode
+from codeqa.tui.cli import main
+
+pytestmark = pytest.mark.slow  # indexes and asks through the CLI with the ONNX model
+
+
+@pytest.fixture(autouse=True)
+def _no_model(monkeypatch):
+    monkeypatch.delenv("CODEQA_MODEL", raising=False)
+
+
+def _ask(repo, index_dir, *extra: str) -> int:
+    question = "What does `py_make_scanner` do?"
+    return main(["ask", question, "--repo", str(repo), "--index-dir", str(index_dir), *extra])
+
+
+def test_ask_answers_before_any_vector_is_filled_and_says_so(small_repo, index_dir, capsys):
+    assert _ask(small_repo, index_dir, "--json") == 0
+    captured = capsys.readouterr()
+    reply = json.loads(captured.out)
+    assert reply["vectors_filled"] == 0.0
+    assert reply["citations"][0]["path"] == "json/scanner.py"
+    assert "codeqa: vectors 0% filled (0 of " in captured.err
+    assert "answering with keyword search where vectors are missing" in captured.err
+
+
+def test_piped_ask_leaves_vectors_pending_and_codeqa_index_fills_them(
+    small_repo, index_dir, capsys
+):
+    assert _ask(small_repo, index_dir) == 0  # capsys' stdout is not a terminal: a pipe
+    captured = capsys.readouterr()
+    assert "json/scanner.py:" in captured.out
+    finish = f"codeqa index {small_repo.resolve()} --index-dir {index_dir}"
+    assert f"`{finish}` finishes the vectors" in captured.err
+    settings = IndexSettings(index_dir=index_dir)
+    with open_index(small_repo, settings) as index:
+        assert index.vectors_missing == index.chunk_count > 0
+        hits = index.search("py_make_scanner", SearchMode.BM25, 3)
+        assert hits[0].chunk.path == "json/scanner.py"
+
+    assert main(finish.split()[1:]) == 0
+    with open_index(small_repo, settings) as index:
+        assert index.vectors_missing == 0
+    capsys.readouterr()
+    assert main(["index", str(small_repo), "--index-dir", str(index_dir), "--check"]) == 0
+
+
+def test_ask_on_a_terminal_fills_the_vectors_after_the_answer(
+    small_repo, index_dir, capsys, monkeypatch
+):
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    assert _ask(small_repo, index_dir) == 0
+    captured = capsys.readouterr()
+    assert "json/scanner.py:" in captured.out
+    assert "vectors 0% filled" in captured.err
+    assert "embedding" in captured.err  # the progress bar of the fill that follows
+    with open_index(small_repo, IndexSettings(index_dir=index_dir)) as index:
+        assert index.vectors_missing == 0
+
+
+def test_search_rereads_a_file_edited_since_indexing(small_repo, index_dir, capsys):
+    assert main(["index", str(small_repo), "--index-dir", str(index_dir), "--no-embed"]) == 0
+    decoder = small_repo / "json" / "decoder.py"
+    decoder.write_text(decoder.read_text() + "\n\ndef zanzibar_quokka_parse():\n    pass\n")
+    capsys.readouterr()
+    search = ["search", "zanzibar_quokka_parse", "--repo", str(small_repo)]
+    search += ["--index-dir", str(index_dir), "--mode", "bm25", "--json"]
+
+    assert main(search) == 0
+    captured = capsys.readouterr()
+    first = json.loads(captured.out.splitlines()[0])
+    assert first["path"] == "json/decoder.py"
+    assert "def zanzibar_quokka_parse" in first["text"]
+    assert captured.err == "codeqa: index updated: 1 new or changed, 0 removed\n"
+
+    assert main(search) == 0
+    assert capsys.readouterr().err == ""  # nothing changed since: nothing to say
+
+
+def test_search_without_an_index_says_how_to_build_one_and_builds_nothing(
+    small_repo, index_dir, capsys
+):
+    code = main(["search", "anything", "--repo", str(small_repo), "--index-dir", str(index_dir)])
+    assert code == 1
+    assert "has no index yet; build it with: codeqa index" in capsys.readouterr().err
+    assert not (index_dir / "manifest.json").exists()
