@@ -93,3 +93,17 @@ def test_search_without_an_index_says_how_to_build_one_and_builds_nothing(
     assert code == 1
     assert "has no index yet; build it with: codeqa index" in capsys.readouterr().err
     assert not (index_dir / "manifest.json").exists()
+
+
+def test_ask_while_another_codeqa_updates_the_index_answers_from_it_as_it_is(
+    small_repo, index_dir, capsys
+):
+    from codeqa.retrieval.indexing import index_lock
+
+    assert _ask(small_repo, index_dir, "--json") == 0
+    capsys.readouterr()
+    with index_lock(index_dir):  # as `codeqa index` or the chat's vector fill would hold it
+        assert _ask(small_repo, index_dir, "--json") == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["citations"][0]["path"] == "json/scanner.py"
+    assert "another codeqa process is updating this index" in captured.err
