@@ -125,12 +125,6 @@ class Index:
         if indexed != found.sha256:
             return SkippedFile(path, SkipReason.CHANGED)
         return found
-        indexed = self.manifest.files.get(path)
-        if indexed is None:
-            return SkippedFile(path, SkipReason.NOT_INDEXED)
-        if indexed != found.sha256:
-            return SkippedFile(path, SkipReason.CHANGED)
-        return found
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
         return self._store.chunks_for_path(path)
