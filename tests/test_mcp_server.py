@@ -120,12 +120,18 @@ def test_read_numbers_lines_and_refuses_paths_outside_the_repository(
     outside = tmp_path / "outside.txt"
     outside.write_text("not for agents\n")
     (small_repo / "json" / "leak.py").symlink_to(outside)
+    long_lines = "".join(f"NAME_{n} = '{'x' * 180}'\n" for n in range(1, 401))
+    (small_repo / "json" / "table.py").write_text(long_lines)
 
     async def script(session: ClientSession) -> None:
         result = await call(session, "read", path="json/decoder.py", start_line=1, end_line=3)
         assert not result.is_error
         assert result.structured_content["end_line"] == 3
         assert text_of(result).splitlines()[1].startswith("1 | ")
+        whole = await call(session, "read", path="json/table.py", start_line=1, end_line=400)
+        assert len(text_of(whole)) < 21_000  # ~80k characters asked for: cut, and says where
+        assert 50 < whole.structured_content["end_line"] < 400
+        assert whole.structured_content["total_lines"] == 400
         for path in ("../outside.txt", str(outside), "json/leak.py"):
             message = await refused(session, "read", path=path, start_line=1, end_line=2)
             assert "cannot read" in message and "not for agents" not in message
