@@ -170,3 +170,22 @@ def test_refresh_after_an_edit_makes_the_new_word_searchable(small_repo, index_d
         assert [r["path"] for r in after.structured_content["results"]][:1] == ["json/scanner.py"]
 
     drive(small_repo, index_dir, script)
+
+
+def test_server_serves_an_index_another_codeqa_is_writing_and_refresh_says_so(
+    small_repo, index_dir
+):
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.indexing import build_index, index_lock
+
+    build_index(small_repo, IndexSettings(index_dir=index_dir), embed=False)
+
+    async def script(session: ClientSession) -> None:
+        found = await call(session, "find_symbol", name="JSONDecoder")
+        assert found.structured_content["definitions"]
+        done = await call(session, "refresh")
+        assert done.structured_content["busy"] is True
+        assert "another codeqa process" in text_of(done)
+
+    with index_lock(index_dir):  # as `codeqa index` or a vector fill would hold it
+        drive(small_repo, index_dir, script)

@@ -120,8 +120,11 @@ class IndexService:
         self._lock = threading.Lock()  # held while the open index is used or swapped
         self._refresh_lock = threading.Lock()  # one refresh at a time
         self._refreshing = False
-        # Keyword-first: an absent index is built without waiting for vectors.
-        build_index(repo, settings.index, embed=False)
+        try:
+            # Keyword-first: an absent index is built without waiting for vectors.
+            build_index(repo, settings.index, embed=False)
+        except IndexBusy:
+            pass  # `codeqa index` is writing it: serve it as it is; `refresh` catches up
         self._index = open_index(repo, settings.index)
 
     def close(self) -> None:
