@@ -17,11 +17,20 @@ pytestmark = pytest.mark.slow  # each test spawns a server that indexes a small 
 Session = Callable[[ClientSession], Awaitable[None]]
 
 
-def drive(repo: Path, index_dir: Path, script: Session) -> None:
+def drive(repo: Path, index_dir: Path, script: Session, *flags: str) -> None:
     """Start `codeqa mcp` on `repo` and run `script` against an initialised client session."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "codeqa.tui", "mcp", "--repo", str(repo), "--index-dir", str(index_dir)],
+        args=[
+            "-m",
+            "codeqa.tui",
+            "mcp",
+            "--repo",
+            str(repo),
+            "--index-dir",
+            str(index_dir),
+            *flags,
+        ],
         env=dict(os.environ),
     )
 
@@ -189,3 +198,17 @@ def test_server_serves_an_index_another_codeqa_is_writing_and_refresh_says_so(
 
     with index_lock(index_dir):  # as `codeqa index` or a vector fill would hold it
         drive(small_repo, index_dir, script)
+
+
+def test_watch_refreshes_after_an_edit_without_a_refresh_call(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        with open(small_repo / "json" / "scanner.py", "a") as source:
+            source.write("\n\ndef quokkawatched():\n    return 'new'\n")
+        for _ in range(100):  # the watcher's debounce is 0.5 s; allow a slow machine 10 s
+            found = await call(session, "search", query="quokkawatched", mode="bm25")
+            if found.structured_content["results"]:
+                break
+            await anyio.sleep(0.1)
+        assert found.structured_content["results"][0]["path"] == "json/scanner.py"
+
+    drive(small_repo, index_dir, script, "--watch")

@@ -22,6 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
     parser.add_argument("--model", help="litellm model string for `ask` (default: offline)")
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh the index shortly after files change (otherwise the `refresh` tool does)",
+    )
     add_index_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -31,8 +36,15 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args, args.repo)
     service = IndexService(args.repo, settings)
+    stop_watching = None
+    if args.watch:
+        from codeqa.tui.mcp.watch import start_watcher
+
+        stop_watching = start_watcher(service, service.repo_root, service.index_dir)
     try:
         build_server(service).run("stdio")
     finally:
+        if stop_watching is not None:
+            stop_watching.set()
         service.close()
     return 0

@@ -127,6 +127,14 @@ class IndexService:
             pass  # `codeqa index` is writing it: serve it as it is; `refresh` catches up
         self._index = open_index(repo, settings.index)
 
+    @property
+    def repo_root(self) -> Path:
+        return self._index.repo_root
+
+    @property
+    def index_dir(self) -> Path:
+        return self._index.directory
+
     def close(self) -> None:
         with self._lock:
             self._index.close()
