@@ -1,0 +1,214 @@
+"""`codeqa mcp` as an agent sees it: a real subprocess driven by the SDK's stdio client."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult
+
+pytestmark = pytest.mark.slow  # each test spawns a server that indexes a small repository
+
+Session = Callable[[ClientSession], Awaitable[None]]
+
+
+def drive(repo: Path, index_dir: Path, script: Session, *flags: str) -> None:
+    """Start `codeqa mcp` on `repo` and run `script` against an initialised client session."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "codeqa.tui",
+            "mcp",
+            "--repo",
+            str(repo),
+            "--index-dir",
+            str(index_dir),
+            *flags,
+        ],
+        env=dict(os.environ),
+    )
+
+    async def main() -> None:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    with anyio.fail_after(60):
+                        await script(session)
+
+    anyio.run(main)
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+async def call(session: ClientSession, tool: str, **arguments: object) -> CallToolResult:
+    return await session.call_tool(tool, arguments)
+
+
+async def refused(session: ClientSession, tool: str, **arguments: object) -> str:
+    """The one-line error a refused call gives; the server must still answer afterwards."""
+    result = await call(session, tool, **arguments)
+    assert result.is_error, text_of(result)
+    message = text_of(result)
+    assert "\n" not in message.strip() and "Traceback" not in message
+    return message
+
+
+def test_server_lists_its_six_tools_each_saying_when_to_use_it(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        tools = (await session.list_tools()).tools
+        assert {tool.name for tool in tools} == {
+            "search",
+            "read",
+            "find_symbol",
+            "ask",
+            "status",
+            "refresh",
+        }
+        for tool in tools:
+            assert tool.description and len(tool.description) > 40
+
+    drive(small_repo, index_dir, script)
+
+
+def test_search_filters_by_path_and_pages_with_a_cursor_bound_to_its_query(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        first = await call(session, "search", query="decode JSON document", limit=2)
+        assert not first.is_error
+        page = first.structured_content
+        assert len(page["results"]) == 2 and page["next_cursor"]
+        assert page["results"][0]["location"] in text_of(first)
+
+        second = await call(
+            session, "search", query="decode JSON document", limit=2, cursor=page["next_cursor"]
+        )
+        locations = {r["location"] for r in page["results"]}
+        assert second.structured_content["results"]
+        assert not locations & {r["location"] for r in second.structured_content["results"]}
+
+        other = await refused(
+            session, "search", query="encode", limit=2, cursor=page["next_cursor"]
+        )
+        assert "cursor" in other
+
+        only_encoder = await call(session, "search", query="encode", paths=["json/encoder.py"])
+        paths = {r["path"] for r in only_encoder.structured_content["results"]}
+        assert paths == {"json/encoder.py"}
+        none_in_rust = await call(session, "search", query="encode", languages=["rust"])
+        assert none_in_rust.structured_content["results"] == []
+
+    drive(small_repo, index_dir, script)
+
+
+def test_bad_search_input_is_one_clear_error_and_the_server_keeps_serving(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        assert "empty" in await refused(session, "search", query="   ")
+        assert "limit" in await refused(session, "search", query="decode", limit=-1)
+        assert "limit" in await refused(session, "search", query="decode", limit=10**9)
+        assert "characters" in await refused(session, "search", query="x" * 1_000_000)
+        assert "mode" in await refused(session, "search", query="decode", mode="psychic")
+        assert "limit" in await refused(session, "search", query="decode", limit="many")
+        assert "query" in await refused(session, "search", query=42)
+        still = await call(session, "search", query="decode")
+        assert not still.is_error and still.structured_content["results"]
+
+    drive(small_repo, index_dir, script)
+
+
+def test_read_numbers_lines_and_refuses_paths_outside_the_repository(
+    small_repo, index_dir, tmp_path
+):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not for agents\n")
+    (small_repo / "json" / "leak.py").symlink_to(outside)
+    long_lines = "".join(f"NAME_{n} = '{'x' * 180}'\n" for n in range(1, 401))
+    (small_repo / "json" / "table.py").write_text(long_lines)
+
+    async def script(session: ClientSession) -> None:
+        result = await call(session, "read", path="json/decoder.py", start_line=1, end_line=3)
+        assert not result.is_error
+        assert result.structured_content["end_line"] == 3
+        assert text_of(result).splitlines()[1].startswith("1 | ")
+        whole = await call(session, "read", path="json/table.py", start_line=1, end_line=400)
+        assert len(text_of(whole)) < 21_000  # ~80k characters asked for: cut, and says where
+        assert 50 < whole.structured_content["end_line"] < 400
+        assert whole.structured_content["total_lines"] == 400
+        for path in ("../outside.txt", str(outside), "json/leak.py"):
+            message = await refused(session, "read", path=path, start_line=1, end_line=2)
+            assert "cannot read" in message and "not for agents" not in message
+
+    drive(small_repo, index_dir, script)
+
+
+def test_find_symbol_ask_and_status_describe_the_index(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        found = await call(session, "find_symbol", name="JSONDecoder")
+        definitions = found.structured_content["definitions"]
+        assert any(d["path"] == "json/decoder.py" and d["kind"] for d in definitions)
+        assert "json/decoder.py:" in text_of(found)
+
+        answer = await call(session, "ask", question="How are JSON strings decoded?")
+        assert not answer.is_error and answer.structured_content["citations"]
+        assert answer.structured_content["citations"][0] in text_of(answer)
+
+        status = (await call(session, "status")).structured_content
+        assert status["repository"] == str(small_repo.resolve())
+        assert status["files"] == 4 and status["chunks"] > 0
+        assert status["last_updated"] and status["indexing_now"] is False
+
+    drive(small_repo, index_dir, script)
+
+
+def test_refresh_after_an_edit_makes_the_new_word_searchable(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        before = await call(session, "search", query="zanzibarquux", mode="bm25")
+        assert before.structured_content["results"] == []
+        with open(small_repo / "json" / "scanner.py", "a") as source:
+            source.write("\n\ndef zanzibarquux():\n    return 'new'\n")
+        done = await call(session, "refresh")
+        assert done.structured_content["files_changed"] == 1
+        after = await call(session, "search", query="zanzibarquux", mode="bm25")
+        assert [r["path"] for r in after.structured_content["results"]][:1] == ["json/scanner.py"]
+
+    drive(small_repo, index_dir, script)
+
+
+def test_server_serves_an_index_another_codeqa_is_writing_and_refresh_says_so(
+    small_repo, index_dir
+):
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.indexing import build_index, index_lock
+
+    build_index(small_repo, IndexSettings(index_dir=index_dir), embed=False)
+
+    async def script(session: ClientSession) -> None:
+        found = await call(session, "find_symbol", name="JSONDecoder")
+        assert found.structured_content["definitions"]
+        done = await call(session, "refresh")
+        assert done.structured_content["busy"] is True
+        assert "another codeqa process" in text_of(done)
+
+    with index_lock(index_dir):  # as `codeqa index` or a vector fill would hold it
+        drive(small_repo, index_dir, script)
+
+
+def test_watch_refreshes_after_an_edit_without_a_refresh_call(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        with open(small_repo / "json" / "scanner.py", "a") as source:
+            source.write("\n\ndef quokkawatched():\n    return 'new'\n")
+        for _ in range(100):  # the watcher's debounce is 0.5 s; allow a slow machine 10 s
+            found = await call(session, "search", query="quokkawatched", mode="bm25")
+            if found.structured_content["results"]:
+                break
+            await anyio.sleep(0.1)
+        assert found.structured_content["results"][0]["path"] == "json/scanner.py"
+
+    drive(small_repo, index_dir, script, "--watch")

@@ -1,0 +1,165 @@
+"""The MCP server: six tools over an IndexService, each giving text and structured content."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, TypeVar
+
+from codeqa.retrieval.errors import CodeqaError
+from codeqa.tui.mcp.service import IndexService, SearchPage
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import ValidationError
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "codeqa indexes this repository (BM25 + vectors, code-aware chunks). Prefer `search` "
+    "over grep for questions about where or how something is done, `find_symbol` over "
+    "grep for a definition, and `read` with a line range over reading whole files. "
+    "Every location is path:start-end."
+)
+
+
+class CodeqaServer(MCPServer):
+    """MCPServer whose refusals of ill-typed arguments are one line, like every other refusal.
+
+    The SDK reports them with pydantic's multi-line text (input value and a docs URL).
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            cause = error.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = cause.errors()
+            first = problems[0]
+            where = ".".join(str(part) for part in first["loc"]) or "arguments"
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ToolError(f"{name}: {where}: {first['msg']}{more}") from cause
+
+
+def build_server(service: IndexService) -> MCPServer:
+    """An MCP server whose tools call `service`; run it with `.run("stdio")`."""
+    server = CodeqaServer(name="codeqa", instructions=INSTRUCTIONS)
+
+    @server.tool(structured_output=False)
+    def search(
+        query: str,
+        limit: int = 10,
+        mode: str = "hybrid",
+        paths: list[str] | None = None,
+        languages: list[str] | None = None,
+        cursor: str | None = None,
+    ) -> CallToolResult:
+        """Find the code that answers a question or matches words, ranked, as path:start-end.
+
+        Use instead of grep when you do not know the exact text or file: it ranks whole
+        functions and classes by meaning and keywords. `mode`: hybrid (default), bm25
+        (keywords only) or vector. `paths`: glob filters such as "src/*.py"; `languages`:
+        e.g. ["python"]. Pass `next_cursor` back as `cursor` (same query and filters)
+        for more results. Output stays under ~20k characters.
+        """
+        page = _call(service.search, query, limit, mode, paths, languages, cursor)
+        return _result(_search_text(page), asdict(page))
+
+    @server.tool(structured_output=False)
+    def read(path: str, start_line: int = 1, end_line: int | None = None) -> CallToolResult:
+        """Numbered lines start_line..end_line of one repository file (at most 500 lines).
+
+        Use with the path:start-end a search or find_symbol gave instead of reading whole
+        files. Paths are relative to the repository root; files outside it, ignored files
+        and secrets are refused.
+        """
+        found = _call(service.read, path, start_line, end_line)
+        head = f"{found.path}:{found.start_line}-{found.end_line} (of {found.total_lines} lines)"
+        return _result(f"{head}\n{found.text}", asdict(found))
+
+    @server.tool(structured_output=False)
+    def find_symbol(name: str) -> CallToolResult:
+        """Where a function, class or method is defined: path:start-end, kind and signature.
+
+        Use instead of grepping for "def name" or "class name"; `name` may be qualified,
+        e.g. "JSONDecoder.decode".
+        """
+        definitions = _call(service.find_symbol, name)
+        lines = [
+            f"{d.location}  {d.kind}  {d.symbol or '-'}  {d.signature or ''}".rstrip()
+            for d in definitions
+        ]
+        text = "\n".join(lines) if lines else f"no definition of {name!r} in the index"
+        return _result(text, {"definitions": [asdict(d) for d in definitions]})
+
+    @server.tool(structured_output=False)
+    def ask(question: str) -> CallToolResult:
+        """A cited answer to a question about this repository, every claim with path:start-end.
+
+        Use for "how does X work" questions spanning several files; citations are checked
+        against the code. Without a configured model it lists the most relevant locations.
+        """
+        answer = _call(service.ask, question)
+        return _result(answer.answer, asdict(answer))
+
+    @server.tool(structured_output=False)
+    def status() -> CallToolResult:
+        """The index: repository, files, chunks, vectors filled, embedder, store, last update."""
+        current = _call(service.status)
+        text = "\n".join(f"{key}: {value}" for key, value in asdict(current).items())
+        return _result(text, asdict(current))
+
+    @server.tool(structured_output=False)
+    def refresh() -> CallToolResult:
+        """Re-read files changed on disk (keywords at once, no waiting for vectors).
+
+        Call after editing files, before searching for what you just wrote.
+        """
+        done = _call(service.refresh)
+        if done.busy:
+            text = "another codeqa process is updating this index; try again shortly"
+        else:
+            text = (
+                f"{done.files_changed} files new or changed, {done.files_removed} removed; "
+                f"{done.chunks_total} chunks"
+            )
+        return _result(text, asdict(done))
+
+    return server
+
+
+def _call(method: Callable[..., T], *args: object) -> T:
+    """The service's answer, or its refusal (a CodeqaError) as a tool error of one line."""
+    try:
+        return method(*args)
+    except CodeqaError as error:
+        lines = str(error).strip().splitlines()
+        raise ToolError(lines[0] if lines else type(error).__name__) from None
+
+
+def _result(text: str, structured: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def _search_text(page: SearchPage) -> str:
+    if not page.results:
+        return "no results"
+    blocks = []
+    for result in page.results:
+        head = f"{result.location}  {result.symbol or '-'}  {result.score:.4f}"
+        snippet = "\n".join(f"    {line}" for line in result.snippet.splitlines())
+        blocks.append(f"{head}\n{snippet}" if snippet else head)
+    if page.next_cursor:
+        blocks.append(f"more results: pass cursor={page.next_cursor!r}")
+    if page.vectors_missing:
+        blocks.append(
+            f"note: {page.vectors_missing} chunks have no vector yet (keywords cover them)"
+        )
+    return "\n\n".join(blocks)
