@@ -26,12 +26,12 @@ def start_watcher(service: IndexService, root: Path, index_dir: Path) -> threadi
 
 
 def _watch(service: IndexService, root: Path, index_dir: Path, stop: threading.Event) -> None:
-    from watchfiles import DefaultFilter, watch
+    from watchfiles import Change, DefaultFilter, watch
 
     index_dir = index_dir.resolve()
     default = DefaultFilter()
 
-    def outside_index(change: object, path: str) -> bool:
+    def outside_index(change: Change, path: str) -> bool:
         # An index kept inside the repository changes on every refresh: never a reason
         # for another one.
         return default(change, path) and not Path(path).resolve().is_relative_to(index_dir)
