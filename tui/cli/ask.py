@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeqa.retrieval.errors import EmptyQuestion, IndexBusy
+from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 from codeqa.tui.settings import TRUST_FLAG
@@ -176,25 +176,22 @@ def _fresh_index(repo: Path, settings):
     embedding a new repository takes minutes (django: 150-290 s).
     """
     from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import build_index
+    from codeqa.retrieval.indexing import refresh_for_keywords
     from codeqa.tui.cli.progress import ProgressPrinter, update_line
 
     printer = ProgressPrinter(quiet_scan=True)
     try:
-        report = build_index(repo, settings, printer, embed=False)
-    except IndexBusy:
-        # Another codeqa (the chat's fill, `codeqa index`) is writing it: answer from the
-        # index as it is. Reads still refuse any file that changed since it was indexed.
+        report = refresh_for_keywords(repo, settings, printer)
+    finally:
+        printer.close()
+    if report is None:
         print(
             "codeqa: note: another codeqa process is updating this index; answering from it "
             "as it is",
             file=sys.stderr,
         )
-    else:
-        if line := update_line(report):
-            print(line, file=sys.stderr)
-    finally:
-        printer.close()
+    elif line := update_line(report):
+        print(line, file=sys.stderr)
     return open_index(repo, settings)
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeqa.retrieval.errors import BadQueriesFile, IndexBusy
+from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
@@ -120,27 +120,25 @@ def _fresh_index(repo: Path, settings: IndexSettings) -> Index:
     build one. On an unchanged repository the check is one scan of the files.
     """
     from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import build_index
+    from codeqa.retrieval.indexing import refresh_for_keywords
     from codeqa.tui.cli.progress import update_line
 
     index = open_index(repo, settings)  # raises IndexNotFound before anything is written
     try:
         # No progress bar: a search prints results, plus one line if the index changed.
-        report = build_index(repo, settings, embed=False)
-    except IndexBusy:
-        # `codeqa index` (or ask's vector fill) is writing it: search what is there now.
+        report = refresh_for_keywords(repo, settings)
+    except BaseException:
+        index.close()
+        raise
+    if report is None:
         print(
             "codeqa: note: another codeqa process is updating this index; searching it as it is",
             file=sys.stderr,
         )
-    except BaseException:
-        index.close()
-        raise
-    else:
-        if line := update_line(report):
-            print(line, file=sys.stderr)
-            index.close()  # its file list is the old one: reopen on the updated manifest
-            return open_index(repo, settings)
+    elif line := update_line(report):
+        print(line, file=sys.stderr)
+        index.close()  # its file list is the old one: reopen on the updated manifest
+        return open_index(repo, settings)
     return index
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from codeqa.retrieval.errors import CodeqaError, IndexBusy
+from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.index import open_index
-from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.indexing import refresh_for_keywords
 from codeqa.retrieval.manifest import MANIFEST_NAME
 from codeqa.retrieval.records import SearchHit, SearchMode, SkippedFile
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
@@ -120,11 +120,9 @@ class IndexService:
         self._lock = threading.Lock()  # held while the open index is used or swapped
         self._refresh_lock = threading.Lock()  # one refresh at a time
         self._refreshing = False
-        try:
-            # Keyword-first: an absent index is built without waiting for vectors.
-            build_index(repo, settings.index, embed=False)
-        except IndexBusy:
-            pass  # `codeqa index` is writing it: serve it as it is; `refresh` catches up
+        # Keyword-first: an absent index is built without waiting for vectors. If `codeqa
+        # index` is writing it, it is served as it is and `refresh` catches up.
+        refresh_for_keywords(repo, settings.index)
         self._index = open_index(repo, settings.index)
 
     @property
@@ -277,12 +275,12 @@ class IndexService:
         with self._refresh_lock:
             self._refreshing = True
             try:
-                report = build_index(self._repo, self._settings.index, embed=False)
-            except IndexBusy:
-                with self._lock:
-                    return RefreshResult(0, 0, self._index.chunk_count, busy=True)
+                report = refresh_for_keywords(self._repo, self._settings.index)
             finally:
                 self._refreshing = False
+            if report is None:
+                with self._lock:
+                    return RefreshResult(0, 0, self._index.chunk_count, busy=True)
             if report.files_changed or report.files_removed:
                 reopened = open_index(self._repo, self._settings.index)  # the new file list
                 with self._lock:
