@@ -237,7 +237,9 @@ def build_index(
         removed = sorted(set(manifest.files) - seen)
         # A run that stopped before the end (Ctrl-C, kill, full disk) may have stored
         # chunks of files it had not yet listed: those files are re-stored from scratch.
-        resuming = manifest.complete_chunks is None or not manifest.indexes_settled
+        # Only such a run leaves `indexes_settled` false; vectors still pending after a
+        # finished keyword-first run (`complete_chunks` None) are not a reason to.
+        resuming = not manifest.indexes_settled
         if not changed and not removed and not resuming and manifest.complete_chunks is not None:
             # Nothing to write: skip opening the store, the slowest part of a no-op run.
             report.chunks_total = manifest.complete_chunks
