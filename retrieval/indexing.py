@@ -248,7 +248,7 @@ def build_index(
         manifest.complete_chunks = None  # unknown until this run finishes
         manifest.indexes_settled = False
         manifest.save(directory)
-        with _model_loading(embedder, wanted=embed and bool(changed)):
+        with model_loading(embedder, wanted=embed and bool(changed)):
             store = open_store(settings, directory, embedder.dim)
             cache = VectorCache(vector_cache_path(settings, directory), embedder.name)
             try:
@@ -303,13 +303,14 @@ def refresh_for_keywords(
 
 
 @contextmanager
-def _model_loading(embedder: Embedder, *, wanted: bool) -> Iterator[None]:
+def model_loading(embedder: Embedder, *, wanted: bool) -> Iterator[None]:
     """Load the embedding model in a background thread while the block runs.
 
-    Changed files usually bring chunks to embed. Opening the store is mostly Python
-    (importing lancedb, ~1.3 s) and loading the model mostly native code that releases
-    the GIL (~0.4 s), so on two cores the edit-one-file path gets the model for next to
-    nothing. Only embedders with a `load()` have anything to load. A failed load is
+    Used where a model will be needed after slow Python work: opening an index to search
+    it, and indexing changed files, which usually bring chunks to embed. Opening the store
+    is mostly Python (importing lancedb, ~1.3 s) and loading the model mostly native code
+    that releases the GIL (~0.4 s), so on two cores the model comes for next to nothing.
+    Only embedders with a `load()` have anything to load. A failed load is
     left to the first embed, which loads again and raises in the caller's thread.
     """
     load = getattr(embedder, "load", None)

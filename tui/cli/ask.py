@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     agent = AgentSettings(model=settings.model, search_mode=SearchMode(args.mode))
     if agent.model:  # a bad model name or key should not cost an indexing run first
         LLMClient(agent).check()
-    index = _fresh_index(args.repo, settings.index)
+    index = _fresh_index(
+        args.repo, settings.index, load_model=agent.search_mode is not SearchMode.BM25
+    )
     with index:
         coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
         if coverage.missing and agent.search_mode is not SearchMode.BM25:
@@ -166,9 +168,11 @@ def _index_command(root: Path, args: argparse.Namespace) -> str:
     return shlex.join(words)
 
 
-def _fresh_index(repo: Path, settings):
+def _fresh_index(repo: Path, settings, *, load_model: bool):
     """The repository's index, first brought up to date with the files on disk.
 
+    With `load_model` (an answer that searches by vector) the model loads while the store
+    opens.
     An answer never comes from files that changed since they were indexed: a `git pull`
     may have edited them, or turned one into a symlink to a secret. Only changed files are
     re-read, so on an unchanged repository this costs one scan (~0.4 s on django). Vectors
@@ -192,7 +196,7 @@ def _fresh_index(repo: Path, settings):
         )
     elif line := update_line(report):
         print(line, file=sys.stderr)
-    return open_index(repo, settings)
+    return open_index(repo, settings, load_model=load_model)
 
 
 def answer_to_json(answer) -> dict[str, object]:

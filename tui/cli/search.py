@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadQueriesFile("give a QUERY or --queries-file")
     settings = settings_from_args(args, args.repo)
     mode = SearchMode(args.mode)
-    with _fresh_index(args.repo, settings.index) as index:
+    with _fresh_index(args.repo, settings.index, load_model=mode is not SearchMode.BM25) as index:
         missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
         if missing:
             print(
@@ -113,9 +113,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fresh_index(repo: Path, settings: IndexSettings) -> Index:
+def _fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -> Index:
     """The existing index of `repo`, with files changed on disk since it was built re-read.
 
+    With `load_model` (a search that embeds its query) the model loads while the store opens.
     Unlike `codeqa ask` this never creates an index: with none, open_index says how to
     build one. On an unchanged repository the check is one scan of the files.
     """
@@ -123,7 +124,8 @@ def _fresh_index(repo: Path, settings: IndexSettings) -> Index:
     from codeqa.retrieval.indexing import refresh_for_keywords
     from codeqa.tui.cli.progress import update_line
 
-    index = open_index(repo, settings)  # raises IndexNotFound before anything is written
+    # Raises IndexNotFound before anything is written.
+    index = open_index(repo, settings, load_model=load_model)
     try:
         # No progress bar: a search prints results, plus one line if the index changed.
         report = refresh_for_keywords(repo, settings)
@@ -138,7 +140,7 @@ def _fresh_index(repo: Path, settings: IndexSettings) -> Index:
     elif line := update_line(report):
         print(line, file=sys.stderr)
         index.close()  # its file list is the old one: reopen on the updated manifest
-        return open_index(repo, settings)
+        return open_index(repo, settings, load_model=load_model)
     return index
 
 
