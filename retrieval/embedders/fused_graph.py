@@ -82,7 +82,11 @@ def fused_model(packaged: onnx.ModelProto, int8_linears: Iterable[str]) -> onnx.
         helper.make_node("Squeeze", ["width"], ["width_scalar"]),
         helper.make_node(
             "Range",
-            [builder.constant("zero", np.int64(0)), "width_scalar", builder.constant("one", np.int64(1))],
+            [
+                builder.constant("zero", np.int64(0)),
+                "width_scalar",
+                builder.constant("one", np.int64(1)),
+            ],
             ["positions"],
         ),
         helper.make_node("Gather", [position, "positions"], ["position"]),
@@ -158,7 +162,9 @@ def _layer(
             num_heads=heads,
         ),
     ]
-    builder.linear(p + "attn_out", p + "context", lin["attn_out"], "attn_out" in quantised, with_bias=False)
+    builder.linear(
+        p + "attn_out", p + "context", lin["attn_out"], "attn_out" in quantised, with_bias=False
+    )
     nodes.append(
         helper.make_node(
             "SkipLayerNormalization",
@@ -174,7 +180,9 @@ def _layer(
             epsilon=_LAYER_NORM_EPSILON,
         )
     )
-    builder.linear(p + "ffn_in", p + "attended", lin["ffn_in"], "ffn_in" in quantised, with_bias=False)
+    builder.linear(
+        p + "ffn_in", p + "attended", lin["ffn_in"], "ffn_in" in quantised, with_bias=False
+    )
     nodes.append(
         helper.make_node(
             "BiasGelu",
@@ -183,7 +191,9 @@ def _layer(
             domain=_MS,
         )
     )
-    builder.linear(p + "ffn_out", p + "gelu", lin["ffn_out"], "ffn_out" in quantised, with_bias=False)
+    builder.linear(
+        p + "ffn_out", p + "gelu", lin["ffn_out"], "ffn_out" in quantised, with_bias=False
+    )
     out = f"hidden_{index + 1}"
     nodes.append(
         helper.make_node(
@@ -218,7 +228,9 @@ class _GraphBuilder:
     def dequantised(self, name: str, weight_q: np.ndarray, scale: np.ndarray) -> str:
         """fp32 weight computed in the graph exactly as the packaged model does (folded at load)."""
         self.nodes += [
-            helper.make_node("Cast", [self.constant(name + "_q", weight_q)], [name + "_f"], to=TensorProto.FLOAT),
+            helper.make_node(
+                "Cast", [self.constant(name + "_q", weight_q)], [name + "_f"], to=TensorProto.FLOAT
+            ),
             helper.make_node("Mul", [name + "_f", self.constant(name + "_scale", scale)], [name]),
         ]
         return name
@@ -255,7 +267,11 @@ def _read_layers(graph: onnx.GraphProto, weights: dict[str, np.ndarray]) -> list
     """Each layer's linears, found by following MatMul → Add(bias) in the packaged graph."""
     dequant_source = {}  # fp32 weight name → int8 weight name (Cast → Mul(scale))
     for node in graph.node:
-        if node.op_type == "Mul" and node.input[0].endswith("_f") and node.input[1].endswith("_scale"):
+        if (
+            node.op_type == "Mul"
+            and node.input[0].endswith("_f")
+            and node.input[1].endswith("_scale")
+        ):
             dequant_source[node.output[0]] = node.input[0][: -len("_f")]
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -282,7 +298,10 @@ def _read_layers(graph: onnx.GraphProto, weights: dict[str, np.ndarray]) -> list
                     weights[prefix + "attention.output.LayerNorm.weight"],
                     weights[prefix + "attention.output.LayerNorm.bias"],
                 ),
-                (weights[prefix + "output.LayerNorm.weight"], weights[prefix + "output.LayerNorm.bias"]),
+                (
+                    weights[prefix + "output.LayerNorm.weight"],
+                    weights[prefix + "output.LayerNorm.bias"],
+                ),
             )
         )
     return layers
