@@ -7,6 +7,12 @@ candidate, and scores dense-only search with `codeqa.evals.metrics` (the README'
     .venv/bin/python -m codeqa.evals.embedder_bench --evals path/to/evals \
         --corpora path/to/corpora --embedders wordllama minilm-int8:128 minilm-int8:256 \
         --out embedder_bench.json
+
+The roofline (ops per chunk, this run's fp32 and int8 matmul peaks, chunks/s of each
+graph form and its fraction of those peaks, cosine with the packaged graph):
+
+    .venv/bin/python -m codeqa.evals.embedder_bench --evals /work/shared/evals \
+        --corpora /root/corpora --roofline 600 --out roofline.json
 """
 
 from __future__ import annotations
@@ -208,6 +214,110 @@ def throughput(
     return {"per_s": round(len(texts) / wall, 1), "per_cpu_s": round(len(texts) / cpu, 1)}
 
 
+def matmul_peaks(repeats: int = 5) -> dict[str, float]:
+    """GFLOP/s of numpy's fp32 2048² matmul and onnxruntime's u8·s8 MatMulInteger (best of N)."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2048, 2048), dtype=np.float32)
+    best_fp32 = min(_seconds(lambda: a @ a) for _ in range(repeats))
+    # The model's own FFN-in shape (a batch of 16 x 128 tokens, 384 -> 1536).
+    m, k, n = 2048, 384, 1536
+    weight = rng.integers(-127, 128, (k, n), dtype=np.int8)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "w"], ["y"])],
+        "int8_gemm",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])],
+        [onnx.numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    feeds = {"a": rng.integers(0, 256, (m, k), dtype=np.uint8)}
+    session.run(None, feeds)
+    best_int8 = min(_seconds(lambda: session.run(None, feeds)) for _ in range(repeats * 4))
+    return {
+        "fp32_gflops": round(2 * 2048**3 / best_fp32 / 1e9, 1),
+        "int8_gops": round(2 * m * k * n / best_int8 / 1e9, 1),
+    }
+
+
+def _seconds(work: Any) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def ops_per_chunk(token_lengths: np.ndarray, int8_linears: tuple[str, ...]) -> dict[str, float]:
+    """GFLOP per chunk of MiniLM-L6 (6 layers, hidden 384, FFN 1536) at these lengths."""
+    hidden, ffn, layers = 384, 1536, 6
+    per_token = {
+        "qkv": 3 * hidden * hidden,
+        "attn_out": hidden * hidden,
+        "ffn_in": hidden * ffn,
+        "ffn_out": ffn * hidden,
+    }
+    lengths = token_lengths.astype(np.float64)
+    int8 = sum(2 * per_token[name] for name in int8_linears) * layers * lengths.mean()
+    linear = sum(2 * macs for macs in per_token.values()) * layers * lengths.mean()
+    attention = 2 * 2 * hidden * layers * float((lengths**2).mean())  # QK^T and PV
+    return {
+        "total": (linear + attention) / 1e9,
+        "int8": int8 / 1e9,
+        "fp32": (linear + attention - int8) / 1e9,
+    }
+
+
+def roofline(texts: list[str]) -> dict[str, object]:
+    """Chunks/s of each graph form next to this CPU's measured matmul peaks."""
+    from codeqa.retrieval.embedders.onnx import (
+        FUSED_FP32,
+        FUSED_Q8_ALL,
+        FUSED_Q8_QKV_FFN_IN,
+        OnnxEmbedder,
+    )
+
+    peaks = matmul_peaks()
+    reference = OnnxEmbedder(form=None)
+    reference.load()
+    tokenizer = reference._model().tokenizer
+    started = time.perf_counter()
+    lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(texts)])
+    tokenize_s = time.perf_counter() - started
+    out: dict[str, object] = {
+        "peaks": peaks,
+        "chunks": len(texts),
+        "mean_word_pieces": round(float(lengths.mean()), 1),
+        "at_cap": round(float((lengths >= reference.max_tokens).mean()), 2),
+        "tokenize_chunks_per_s": round(len(texts) / tokenize_s, 1),
+    }
+    baseline: np.ndarray | None = None
+    for form in (None, FUSED_FP32, FUSED_Q8_QKV_FFN_IN, FUSED_Q8_ALL):
+        embedder = OnnxEmbedder(form=form)
+        embedder.embed(texts[:16])  # load and warm up
+        vectors, wall, cpu = embed_timed(embedder, texts, None)
+        if baseline is None:
+            baseline = vectors
+        cosine = (vectors * baseline).sum(axis=1)
+        ops = ops_per_chunk(lengths, form.int8_linears if form else ())
+        per_s = len(texts) / wall
+        bound_s = ops["fp32"] / peaks["fp32_gflops"] + ops["int8"] / peaks["int8_gops"]
+        out[form.label if form else "packaged"] = {
+            "chunks_per_s": round(per_s, 1),
+            "chunks_per_cpu_s": round(len(texts) / cpu, 1),
+            "gflop_per_chunk": {name: round(value, 3) for name, value in ops.items()},
+            "roofline_chunks_per_s": round(1 / bound_s, 1),
+            "fraction_of_roofline": round(per_s * bound_s, 2),
+            "fraction_of_fp32_peak": round(per_s * ops["total"] / peaks["fp32_gflops"], 2),
+            "cosine_mean": round(float(cosine.mean()), 5),
+            "cosine_min": round(float(cosine.min()), 5),
+        }
+        print(json.dumps(out), flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -224,6 +334,13 @@ def main() -> None:
         default=0,
         help="only measure chunks/s on this many django chunks (sorted vs unsorted)",
     )
+    parser.add_argument(
+        "--roofline",
+        type=int,
+        default=0,
+        metavar="N",
+        help="chunks/s of each graph form on N django chunks against this CPU's matmul peaks",
+    )
     parser.add_argument("--unsorted", action="store_true", help="also time unsorted batches of 32")
     parser.add_argument(
         "--cache", type=Path, help="keep each embedder's vectors here and reuse them next run"
@@ -233,7 +350,13 @@ def main() -> None:
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
     results: dict[str, object] = {}
-    if args.throughput_sample:
+    if args.roofline:
+        chunks = chunk_corpus(args.corpora / "django-2.2-wheel")
+        picked = np.random.default_rng(0).choice(
+            len(chunks), size=min(args.roofline, len(chunks)), replace=False
+        )
+        results = roofline([embedding_text(chunks[i]) for i in picked])
+    elif args.throughput_sample:
         chunks = chunk_corpus(args.corpora / "django-2.2-wheel")
         rng = np.random.default_rng(0)
         picked = rng.choice(

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
-from codeqa.retrieval.embedders.onnx import OnnxEmbedder
+from codeqa.retrieval.embedders.model_files import derived_file
+from codeqa.retrieval.embedders.onnx import (
+    FUSED_FP32,
+    FUSED_Q8_QKV_FFN_IN,
+    FusedForm,
+    OnnxEmbedder,
+)
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_MAX_CHARS,
     bundled_embedder_names,
@@ -98,6 +104,60 @@ def test_model_is_checked_on_first_embed_so_opening_an_index_stays_cheap(tmp_pat
     assert embedder.dim == 384
     with pytest.raises(EmbedderUnavailable, match="cannot read model file"):
         embedder.embed(["def f(): pass"])
+
+
+FIXED_TEXTS = [
+    SEND_REQUEST,
+    RENDER_TEMPLATE,
+    PARSE_DATE,
+    SEND_REQUEST + PARSE_DATE + RENDER_TEMPLATE,  # cut at the 128-piece window
+    "x = 1",
+    "how is an HTTP request sent over a connection",
+]
+
+
+@pytest.fixture(scope="module")
+def packaged_vectors() -> np.ndarray:
+    """The reference: the packaged graph, run as it is."""
+    return OnnxEmbedder(form=None).embed(FIXED_TEXTS)
+
+
+def test_fused_fp32_graph_gives_the_packaged_models_vectors(tmp_path, packaged_vectors) -> None:
+    fused = OnnxEmbedder(form=FUSED_FP32, model_cache=tmp_path).embed(FIXED_TEXTS)
+    # Same fp32 weights, fused kernels: only summation order differs (measured 1e-7).
+    np.testing.assert_allclose(fused, packaged_vectors, atol=1e-5)
+
+
+def test_int8_form_keeps_every_vector_within_cosine_0_99_of_the_packaged_model(
+    tmp_path, packaged_vectors
+) -> None:
+    vectors = OnnxEmbedder(form=FUSED_Q8_QKV_FFN_IN, model_cache=tmp_path).embed(FIXED_TEXTS)
+    # Measured 0.993 (the one-line text) to 0.998; django chunks mean 0.9977.
+    assert ((vectors * packaged_vectors).sum(axis=1) >= 0.99).all()
+
+
+def test_each_graph_form_has_its_own_embedder_name_so_vectors_are_never_mixed() -> None:
+    names = {OnnxEmbedder(form=form).name for form in (None, FUSED_FP32, FUSED_Q8_QKV_FFN_IN)}
+    assert len(names) == 3
+
+
+def test_a_tampered_cached_model_is_derived_again(tmp_path) -> None:
+    embedder = OnnxEmbedder(form=FUSED_FP32, model_cache=tmp_path)
+    expected = embedder.embed([PARSE_DATE])
+    (cached,) = tmp_path.glob("*.onnx")
+    cached.write_bytes(b"not a model")
+    again = OnnxEmbedder(form=FUSED_FP32, model_cache=tmp_path).embed([PARSE_DATE])
+    np.testing.assert_array_equal(again, expected)
+
+
+def test_a_derivation_that_does_not_give_its_pinned_hash_is_refused_and_not_cached(
+    tmp_path,
+) -> None:
+    pinned_for_other_bytes = FusedForm("x", (), "0" * 64).sha256
+    target = tmp_path / "derived.onnx"
+    with pytest.raises(EmbedderUnavailable, match="reinstall codeqa"):
+        derived_file(target, pinned_for_other_bytes, lambda: b"some bytes")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_load_embedder_defaults_to_an_offline_model_and_reopens_by_name() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 from codeqa.retrieval.errors import EmbedderUnavailable
@@ -44,6 +46,36 @@ def verified_file(path: Path, sha256: str) -> Path:
             f"model file {path} is not the expected one (sha256 {actual[:12]}…, expected "
             f"{sha256[:12]}…); reinstall its package"
         )
+    return path
+
+
+def derived_file(path: Path, sha256: str, derive: Callable[[], bytes]) -> Path:
+    """`path`, verified by sha256; written from `derive()` first when absent or not as pinned.
+
+    Derivation must be deterministic: its bytes are checked against the same pinned
+    hash before they are written, so a cache never holds a file nobody pinned.
+    """
+    try:
+        if file_sha256(path) == sha256:
+            return path
+    except OSError:
+        pass  # absent or unreadable: derive it again
+    content = derive()
+    actual = hashlib.sha256(content).hexdigest()
+    if actual != sha256:
+        raise EmbedderUnavailable(
+            f"deriving {path.name} gave sha256 {actual[:12]}…, expected {sha256[:12]}…; "
+            "reinstall codeqa with its pinned dependencies"
+        )
+    # Written beside its final name and renamed, so a concurrent reader (another
+    # codeqa process) sees the whole file or none.
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(content)
+        partial.replace(path)
+    except OSError as error:
+        raise EmbedderUnavailable(f"cannot write model file {path}: {error.strerror}") from None
     return path
 
 

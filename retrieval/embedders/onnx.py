@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from codeqa.retrieval.embedders.model_files import bundled_file, file_sha256, verified_file
+from codeqa.retrieval.embedders.model_files import (
+    bundled_file,
+    derived_file,
+    file_sha256,
+    verified_file,
+)
 from codeqa.retrieval.embedders.registry import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 
@@ -53,6 +58,49 @@ MINILM_L6_INT8 = OnnxModelSpec(
     dim=384,
 )
 
+
+@dataclass(frozen=True, slots=True)
+class FusedForm:
+    """A fast graph derived once from the packaged model (fused_graph.py), pinned by hash.
+
+    Its vectors differ slightly from the packaged graph's, so its label is part of the
+    embedder name: an index never mixes the two.
+    """
+
+    label: str
+    int8_linears: tuple[str, ...]  # of fused_graph.LINEARS; the others run in fp32
+    sha256: str  # of the derived file, as fused_graph writes it with the pinned onnx
+
+
+# The graph forms, measured on 300 random django chunks with
+# `python -m codeqa.evals.embedder_bench --roofline` on 2 cores while the machine was
+# heavily loaded (load 8-13), so as chunks per CPU-second relative to the packaged graph:
+# - FUSED_FP32: 1.13x; cosine with the packaged graph's vectors 1.0000 (min 0.99999).
+# - FUSED_Q8_QKV_FFN_IN: 1.62x (2.0x wall); cosine mean 0.9977, min 0.9961. On
+#   sweqa-dev its hybrid metrics moved file@1 ±0, mrr +0.004, line@10 ±0 and
+#   line@200L -0.012 (one question of 89 lost its hit), just outside the ±0.01 gate,
+#   so it is opt-in (`minilm-int8-fast`), not the default.
+# - FUSED_Q8_ALL: 2.13x; cosine mean 0.9948, min 0.9901, as far as an earlier all-int8
+#   form that cost sweqa-dev line@10 0.918 -> 0.882. The linears whose inputs come
+#   straight out of a LayerNorm quantise well; the attention output and the GELU
+#   output have heavier tails.
+FUSED_FP32 = FusedForm(
+    label="fused",
+    int8_linears=(),
+    sha256="b4140ff4307bace8de029f3526ea1523cc7924dbf0711ab7817f5c40433bf8bc",
+)
+FUSED_Q8_QKV_FFN_IN = FusedForm(
+    label="fused-q8-qkv-ffnin",
+    int8_linears=("qkv", "ffn_in"),
+    sha256="2de58d658f44e6d2c90254fc1873d9312ac11cf365ba3c424ef768448f389075",
+)
+FUSED_Q8_ALL = FusedForm(
+    label="fused-q8-all",
+    int8_linears=("qkv", "attn_out", "ffn_in", "ffn_out"),
+    sha256="ed2da24b22f98c739e892851509ca8d9a6bac213679118a5a7d46c5bb62197e7",
+)
+DEFAULT_FORM = FUSED_FP32
+
 # Tuning constants (measured on 2 cores with evals/embedder_bench.py):
 # - MAX_TOKENS: word pieces the model sees per chunk (and per query).
 #   all-MiniLM-L6-v2 was trained on 128; sentence-transformers runs it at 256.
@@ -88,15 +136,25 @@ class OnnxEmbedder:
         tokens_per_batch: int = TOKENS_PER_BATCH,
         threads: int | None = None,
         model_path: Path | None = None,
+        form: FusedForm | None = DEFAULT_FORM,
+        model_cache: Path | None = None,
     ) -> None:
-        """`model_path` replaces the packaged file (it must still have the pinned sha256)."""
+        """`model_path` replaces the packaged file (it must still have the pinned sha256).
+
+        `form` None runs the packaged graph as it is (the reference); a form is derived
+        from it once and kept in `model_cache` (default: codeqa's user cache).
+        """
         self.spec = spec
+        self.form = form
+        self.model_cache = model_cache
         self.dim = spec.dim
         self.max_tokens = max_tokens
         self.tokens_per_batch = tokens_per_batch
         self.threads = threads or os.cpu_count() or 1
         self.model_path = model_path
         self.name = f"onnx:{spec.label}@{spec.distribution}=={spec.version}/max{max_tokens}"
+        if form is not None:
+            self.name += f"/{form.label}"
         self._loaded: _LoadedModel | None = None
         # The model may be loaded in a background thread (build_index does, while the
         # store opens) while another thread asks for it: it is loaded once.
@@ -163,6 +221,8 @@ def _load_model(embedder: OnnxEmbedder) -> _LoadedModel:
         model = bundled_file(spec.distribution, spec.version, spec.model_file, spec.model_sha256)
     else:
         model = verified_file(embedder.model_path, spec.model_sha256)
+    if embedder.form is not None:
+        model = _derived_model(model, spec, embedder.form, embedder.model_cache)
     tokenizer = Tokenizer.from_str(_read_tokenizer_json(spec))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=embedder.max_tokens)
@@ -181,6 +241,24 @@ def _load_model(embedder: OnnxEmbedder) -> _LoadedModel:
         raise EmbedderUnavailable(f"cannot load embedding model {model}: {error}") from error
     names = frozenset(i.name for i in session.get_inputs())
     return _LoadedModel(tokenizer, session, names)
+
+
+def _derived_model(
+    packaged: Path, spec: OnnxModelSpec, form: FusedForm, cache: Path | None
+) -> Path:
+    """The cached file of `form`, derived from the verified `packaged` model when absent."""
+    if cache is None:
+        import platformdirs
+
+        cache = Path(platformdirs.user_cache_dir("codeqa")) / "models"
+
+    def derive() -> bytes:
+        import onnx  # only needed once per form and machine
+        from codeqa.retrieval.embedders.fused_graph import fused_model
+
+        return fused_model(onnx.load(packaged), form.int8_linears).SerializeToString()
+
+    return derived_file(cache / f"{spec.model_sha256[:16]}-{form.label}.onnx", form.sha256, derive)
 
 
 def _length_batches(

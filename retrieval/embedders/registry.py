@@ -79,6 +79,12 @@ def _minilm_int8() -> Embedder:
     return OnnxEmbedder()
 
 
+def _minilm_int8_fast() -> Embedder:
+    from codeqa.retrieval.embedders.onnx import FUSED_Q8_QKV_FFN_IN, OnnxEmbedder
+
+    return OnnxEmbedder(form=FUSED_Q8_QKV_FFN_IN)
+
+
 def _wordllama() -> Embedder:
     from codeqa.retrieval.embedders.static import StaticEmbedder
 
@@ -89,6 +95,7 @@ def _wordllama() -> Embedder:
 # matched by building the embedder, which is cheap: models load on first embed.
 _BUNDLED: dict[str, Callable[[], Embedder]] = {
     "minilm-int8": _minilm_int8,
+    "minilm-int8-fast": _minilm_int8_fast,
     "wordllama": _wordllama,
 }
 _BUNDLED_NAME_PREFIXES = ("onnx:", "static:")
