@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.status import status_text
 from codeqa.tui.mcp.service import IndexService, SearchPage
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
@@ -109,10 +110,16 @@ def build_server(service: IndexService) -> MCPServer:
 
     @server.tool(structured_output=False)
     def status() -> CallToolResult:
-        """The index: repository, files, chunks, vectors filled, embedder, store, last update."""
+        """Whether the index is current: files, chunks, vectors filled %, last update and git
+        commit, files changed since, and what indexing is running or pending now.
+
+        Call when results look stale or before relying on vector (meaning) search.
+        """
         current = _call(service.status)
-        text = "\n".join(f"{key}: {value}" for key, value in asdict(current).items())
-        return _result(text, asdict(current))
+        running = service.filling_vectors
+        fill = "running" if running else "idle"
+        text = f"{status_text(current)}\nvector fill in this server: {fill}"
+        return _result(text, asdict(current) | {"vector_fill_running": running})
 
     @server.tool(structured_output=False)
     def refresh() -> CallToolResult:
