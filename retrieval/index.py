@@ -51,13 +51,18 @@ class Index:
     """An opened index: what the agent, the CLI and the evals search."""
 
     def __init__(
-        self, repo_root: Path, directory: Path, manifest: Manifest, settings: IndexSettings
+        self,
+        repo_root: Path,
+        directory: Path,
+        manifest: Manifest,
+        settings: IndexSettings,
+        embedder: Embedder | None = None,
     ):
         self.repo_root = repo_root
         self.directory = directory
         self.manifest = manifest
         self._settings = settings
-        self._embedder: Embedder | None = None
+        self._embedder = embedder
         self._store = open_store(settings, directory, manifest.embedder_dim)
         self.ranking = RankingTuning()
         self._paths: PathResolver | None = None
@@ -154,8 +159,12 @@ class Index:
         self.close()
 
 
-def open_index(repo: Path, settings: IndexSettings) -> Index:
-    """Open the existing index of `repo`; raises IndexNotFound with the command to build it."""
+def open_index(repo: Path, settings: IndexSettings, embedder: Embedder | None = None) -> Index:
+    """Open the existing index of `repo`; raises IndexNotFound with the command to build it.
+
+    `embedder`: the loaded model of an index of the same repository being reopened (after a
+    refresh), so that the model is not loaded again; a different model is not used.
+    """
     root = resolve_repo(repo)
     directory = index_dir_for(root, settings.index_dir)
     manifest = Manifest.load(directory)
@@ -173,4 +182,6 @@ def open_index(repo: Path, settings: IndexSettings) -> Index:
         chunker_version=content_version(settings.chunker),
         store=settings.store,
     )
-    return Index(root, directory, manifest, settings)
+    if embedder is not None and embedder.name != manifest.embedder_name:
+        embedder = None
+    return Index(root, directory, manifest, settings, embedder)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy
+from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy, IndexNotFound
 from codeqa.retrieval.index import Index, open_index
 from codeqa.retrieval.indexing import refresh_for_keywords
 from codeqa.retrieval.records import SearchHit, SearchMode, SkippedFile
@@ -34,6 +34,10 @@ FILTER_OVERFETCH = 5
 MAX_CANDIDATES = 1_000
 SNIPPET_LINES = 3
 SNIPPET_LINE_CHARS = 160
+# A refresh that found the index locked (`codeqa index`, another server's vector fill, a
+# status probe in the same instant) tries again after this long, so that a change the
+# watcher saw is not left out until the next one.
+BUSY_RETRY_SECONDS = 2.0
 # One read is a look at a region, not a whole file: an agent pages with start_line.
 MAX_READ_LINES = 500
 
@@ -113,12 +117,21 @@ class IndexService:
         self._borrowers: Counter[int] = Counter()  # id(index) -> calls using it now
         self._refresh_lock = threading.Lock()  # one refresh at a time
         self._filler: VectorFill | None = None
+        self._retry: threading.Timer | None = None
         self._closed = False
-        # Keyword-first: an absent index is built without waiting for vectors. If `codeqa
-        # index` is writing it, it is served as it is and `refresh` catches up.
-        refresh_for_keywords(repo, settings.index)
-        self._index = open_index(repo, settings.index)
-        self._start_fill()
+        try:
+            # An existing index is served at once (django: start to first result in ~2 s
+            # instead of ~8 s) and brought up to date in the background.
+            self._index = open_index(repo, settings.index)
+        except IndexNotFound:
+            # Keyword-first: an absent index is built without waiting for vectors.
+            refresh_for_keywords(repo, settings.index)
+            self._index = open_index(repo, settings.index)
+            self._start_fill()
+        else:
+            threading.Thread(
+                target=self._refresh_in_background, name="codeqa-refresh", daemon=True
+            ).start()
 
     @property
     def repo_root(self) -> Path:
@@ -138,6 +151,8 @@ class IndexService:
         """Stop the vector fill (finished batches are kept) and close the index."""
         with self._refresh_lock:
             self._stop_fill()
+            if self._retry is not None:
+                self._retry.cancel()
             with self._lock:
                 self._closed = True
                 unused = not self._borrowers[id(self._index)]
@@ -284,10 +299,13 @@ class IndexService:
             try:
                 report = refresh_for_keywords(self._repo, self._settings.index)
                 if report is None:
+                    self._retry_later()
                     with self._borrow() as index:
                         return RefreshResult(0, 0, index.chunk_count, busy=True)
                 if report.files_changed or report.files_removed:
-                    reopened = open_index(self._repo, self._settings.index)  # new file list
+                    with self._borrow() as current:  # its model, loaded once per server
+                        model = current.embedder
+                    reopened = open_index(self._repo, self._settings.index, model)
                     with self._lock:
                         stale, self._index = self._index, reopened
                         unused = not self._borrowers[id(stale)]
@@ -298,6 +316,22 @@ class IndexService:
                 )
             finally:
                 self._start_fill()
+
+    def _retry_later(self) -> None:
+        if self._retry is not None and self._retry.is_alive():
+            return
+        self._retry = threading.Timer(BUSY_RETRY_SECONDS, self._refresh_in_background)
+        self._retry.daemon = True
+        self._retry.start()
+
+    def _refresh_in_background(self) -> None:
+        self._retry = None  # a timer that fired: a refresh busy again schedules another
+        if self._closed:
+            return
+        try:
+            self.refresh()
+        except CodeqaError as error:  # e.g. the disk filled: say so; the watcher goes on
+            print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
 
     def _start_fill(self) -> None:
         if not self._fill_wanted or self._closed:
