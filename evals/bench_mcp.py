@@ -142,7 +142,8 @@ async def _settled(session: ClientSession) -> None:
     """Wait until no refresh or vector fill runs (the idle figures are of an idle server)."""
     for _ in range(600):
         status = (await session.call_tool("status", {})).structured_content or {}
-        if not status.get("indexing_now") and not status.get("files_changed_since"):
+        busy = status.get("indexing_now") or status.get("server_work") != "idle"
+        if not busy and not status.get("files_changed_since"):
             await anyio.sleep(1)
             return
         await anyio.sleep(0.5)
@@ -177,7 +178,8 @@ async def _transcript(session: ClientSession, repo: Path) -> str:
             else []
         )
         call = json.dumps(arguments, ensure_ascii=False)
-        out.extend([f"## `{tool}({call})`", "", "```text", *kept, "```", ""])
+        # A tilde fence: the results hold backtick fences of their own (ask's code).
+        out.extend([f"## `{tool}({call})`", "", "~~~~text", *kept, "~~~~", ""])
         return result
 
     for tool, arguments in steps:

@@ -198,7 +198,7 @@ def test_server_serves_an_index_another_codeqa_is_writing_and_refresh_says_so(
         assert done.structured_content["busy"] is True
         assert "another codeqa process" in text_of(done)
         status = (await call(session, "status")).structured_content
-        assert status["indexing_now"] is True and status["vector_fill_running"] is False
+        assert status["indexing_now"] is True and status["server_work"] == "idle"
         assert any("vectors" in item for item in status["pending"])
 
     with index_lock(index_dir):  # as `codeqa index` or a vector fill would hold it

@@ -116,10 +116,9 @@ def build_server(service: IndexService) -> MCPServer:
         Call when results look stale or before relying on vector (meaning) search.
         """
         current = _call(service.status)
-        running = service.filling_vectors
-        fill = "running" if running else "idle"
-        text = f"{status_text(current)}\nvector fill in this server: {fill}"
-        return _result(text, asdict(current) | {"vector_fill_running": running})
+        work = service.work_now
+        text = f"{status_text(current)}\nthis server: {work}"
+        return _result(text, asdict(current) | {"server_work": work})
 
     @server.tool(structured_output=False)
     def refresh() -> CallToolResult:

@@ -13,7 +13,7 @@ import json
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,10 +109,9 @@ class IndexService:
     or `close` stops first, as it holds the index lock that a refresh needs.
     """
 
-    def __init__(self, repo: Path, settings: Settings, *, fill_vectors: bool = True):
+    def __init__(self, repo: Path, settings: Settings):
         self._repo = repo
         self._settings = settings
-        self._fill_wanted = fill_vectors
         self._lock = threading.Lock()  # guards the fields below, never held during work
         self._borrowers: Counter[int] = Counter()  # id(index) -> calls using it now
         self._refresh_lock = threading.Lock()  # one refresh at a time
@@ -142,10 +141,16 @@ class IndexService:
         return self._index.directory
 
     @property
-    def filling_vectors(self) -> bool:
-        """Whether this server's background vector fill is running now."""
+    def work_now(self) -> str:
+        """What this server is doing to its index: "refreshing", "filling vectors" or "idle".
+
+        A refresh counts until the fill after it has started, so that a status taken in
+        between never shows vectors pending with nothing working on them.
+        """
+        if self._refresh_lock.locked():
+            return "refreshing"
         filler = self._filler
-        return filler is not None and filler.running
+        return "filling vectors" if filler is not None and filler.running else "idle"
 
     def close(self) -> None:
         """Stop the vector fill (finished batches are kept) and close the index."""
@@ -334,12 +339,12 @@ class IndexService:
             print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
 
     def _start_fill(self) -> None:
-        if not self._fill_wanted or self._closed:
+        if self._closed:
             return
         with self._lock:
             index = self._index
         if index.vectors_missing:
-            self._filler = VectorFill(index)
+            self._filler = VectorFill(index, on_busy=self._retry_later)
 
     def _stop_fill(self) -> None:
         filler, self._filler = self._filler, None
@@ -350,12 +355,12 @@ class IndexService:
 class VectorFill:
     """Embeds the chunks of `index` that have no vector, on a daemon thread, under the
     index lock; `stop` cancels it after the batch under way, keeping every finished one
-    (the next fill resumes from there)."""
+    (the next fill resumes from there). `on_busy` is called when the lock was taken."""
 
-    def __init__(self, index: Index):
+    def __init__(self, index: Index, on_busy: Callable[[], None]):
         self._index = index
+        self._on_busy = on_busy
         self._cancel = threading.Event()
-        self.outcome: str | None = None  # None while running: "done", "stopped" or why not
         self._thread = threading.Thread(target=self._run, name="codeqa-vectors", daemon=True)
         self._thread.start()
 
@@ -370,13 +375,11 @@ class VectorFill:
     def _run(self) -> None:
         try:
             self._index.fill_vectors(cancel=self._cancel)
-            self.outcome = "done"
         except Cancelled:
-            self.outcome = "stopped"
+            return
         except IndexBusy:
-            self.outcome = "another codeqa process holds the index"
+            self._on_busy()  # another process's work, or a status probe in the same instant
         except CodeqaError as error:
-            self.outcome = str(error)
             print(f"codeqa: warning: vector fill stopped: {error}", file=sys.stderr)
 
 
