@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, required=True, help="JSONL with corpus/question")
     parser.add_argument("--index", type=Path, help="a built index of the corpus to start from")
     parser.add_argument("--transcript", type=Path, help="write an agent-style session here")
+    parser.add_argument("--server-log", type=Path, help="the server's stderr (default: dropped)")
     args = parser.parse_args(argv)
     questions = [
         row["question"]
@@ -60,14 +61,18 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([*git, *command], check=True, capture_output=True)
         if args.index:
             shutil.copytree(args.index, index_dir)
-        figures = anyio.run(measure, repo, index_dir, questions, args.transcript)
+        figures = anyio.run(measure, repo, index_dir, questions, args.transcript, args.server_log)
     for name, value in figures.items():
         print(f"{name:<34} {value}")
     return 0
 
 
 async def measure(
-    repo: Path, index_dir: Path, questions: list[str], transcript: Path | None
+    repo: Path,
+    index_dir: Path,
+    questions: list[str],
+    transcript: Path | None,
+    server_log: Path | None,
 ) -> dict[str, Any]:
     params = StdioServerParameters(
         command=sys.executable,
@@ -76,7 +81,7 @@ async def measure(
     )
     figures: dict[str, Any] = {}
     spawned = time.perf_counter()
-    with open(os.devnull, "w") as errlog:
+    with open(server_log or os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
@@ -139,11 +144,11 @@ async def _edit_until_found(session: ClientSession, repo: Path, word: str) -> fl
 
 
 async def _settled(session: ClientSession) -> None:
-    """Wait until no refresh or vector fill runs (the idle figures are of an idle server)."""
+    """Wait until nothing runs or is pending (the idle figures are of an idle server)."""
     for _ in range(600):
         status = (await session.call_tool("status", {})).structured_content or {}
         busy = status.get("indexing_now") or status.get("server_work") != "idle"
-        if not busy and not status.get("files_changed_since"):
+        if not busy and not status.get("pending"):
             await anyio.sleep(1)
             return
         await anyio.sleep(0.5)

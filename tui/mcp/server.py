@@ -115,8 +115,10 @@ def build_server(service: IndexService) -> MCPServer:
 
         Call when results look stale or before relying on vector (meaning) search.
         """
-        current = _call(service.status)
+        # Read first: the status takes a moment, and a fill that ends during it must show
+        # as "filling vectors" beside the vectors it had still pending, not as "idle".
         work = service.work_now
+        current = _call(service.status)
         text = f"{status_text(current)}\nthis server: {work}"
         return _result(text, asdict(current) | {"server_work": work})
 
