@@ -58,6 +58,7 @@ class Index:
         directory: Path,
         manifest: Manifest,
         settings: IndexSettings,
+        embedder: Embedder | None = None,
         *,
         load_model: bool = False,
     ):
@@ -66,8 +67,9 @@ class Index:
         self.directory = directory
         self.manifest = manifest
         self._settings = settings
-        self._embedder: Embedder | None = None
-        with model_loading(self.embedder, wanted=True) if load_model else nullcontext():
+        self._embedder = embedder
+        loading = load_model and embedder is None
+        with model_loading(self.embedder, wanted=True) if loading else nullcontext():
             self._store = open_store(settings, directory, manifest.embedder_dim)
         self.ranking = RankingTuning()
         self._paths: PathResolver | None = None
@@ -164,8 +166,17 @@ class Index:
         self.close()
 
 
-def open_index(repo: Path, settings: IndexSettings, *, load_model: bool = False) -> Index:
+def open_index(
+    repo: Path,
+    settings: IndexSettings,
+    embedder: Embedder | None = None,
+    *,
+    load_model: bool = False,
+) -> Index:
     """Open the existing index of `repo`; raises IndexNotFound with the command to build it.
+
+    `embedder`: the loaded model of an index of the same repository being reopened (after a
+    refresh), so that the model is not loaded again; a different model is not used.
 
     `load_model` for a caller that will embed a query: the model (~0.3 s, mostly native
     code that releases the GIL) then loads in a thread while the store opens (~0.7 s of
@@ -189,4 +200,6 @@ def open_index(repo: Path, settings: IndexSettings, *, load_model: bool = False)
         chunker_version=content_version(settings.chunker),
         store=settings.store,
     )
-    return Index(root, directory, manifest, settings, load_model=load_model)
+    if embedder is not None and embedder.name != manifest.embedder_name:
+        embedder = None
+    return Index(root, directory, manifest, settings, embedder, load_model=load_model)

@@ -53,6 +53,7 @@ from codeqa.retrieval.records import (
     SourceFile,
 )
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
+from codeqa.retrieval.status import git_head
 from codeqa.retrieval.stores.protocol import Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
@@ -279,6 +280,7 @@ def build_index(
                 if report.vectors_pending == 0:
                     manifest.complete_chunks = report.chunks_total
                 manifest.indexes_settled = True
+                manifest.git_commit = git_head(root)
                 manifest.save(directory)
             finally:
                 cache.close()

@@ -29,6 +29,7 @@ class Manifest:
     # would (see index._settle_indexes); False while writes are under way, and for
     # manifests written before this field, so the next run checks them.
     indexes_settled: bool = False
+    git_commit: str | None = None  # HEAD of the repository when a run last wrote the index
     format_version: int = INDEX_FORMAT_VERSION
 
     @classmethod
@@ -53,6 +54,7 @@ class Manifest:
                 files=dict(data.get("files", {})),
                 complete_chunks=data.get("complete_chunks"),
                 indexes_settled=bool(data.get("indexes_settled", False)),
+                git_commit=data.get("git_commit"),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -75,6 +77,7 @@ class Manifest:
             "files": self.files,
             "complete_chunks": self.complete_chunks,
             "indexes_settled": self.indexes_settled,
+            "git_commit": self.git_commit,
         }
         try:
             with open(temporary, "w", encoding="utf-8") as handle:

@@ -159,10 +159,12 @@ def test_find_symbol_ask_and_status_describe_the_index(small_repo, index_dir):
         assert not answer.is_error and answer.structured_content["citations"]
         assert answer.structured_content["citations"][0] in text_of(answer)
 
-        status = (await call(session, "status")).structured_content
-        assert status["repository"] == str(small_repo.resolve())
+        result = await call(session, "status")
+        status = result.structured_content
+        assert status["root"] == str(small_repo.resolve())
         assert status["files"] == 4 and status["chunks"] > 0
-        assert status["last_updated"] and status["indexing_now"] is False
+        assert status["last_updated"] and status["files_changed_since"] == 0
+        assert f"files: {status['files']}" in text_of(result)
 
     drive(small_repo, index_dir, script)
 
@@ -178,7 +180,7 @@ def test_refresh_after_an_edit_makes_the_new_word_searchable(small_repo, index_d
         after = await call(session, "search", query="zanzibarquux", mode="bm25")
         assert [r["path"] for r in after.structured_content["results"]][:1] == ["json/scanner.py"]
 
-    drive(small_repo, index_dir, script)
+    drive(small_repo, index_dir, script, "--no-watch")
 
 
 def test_server_serves_an_index_another_codeqa_is_writing_and_refresh_says_so(
@@ -195,20 +197,42 @@ def test_server_serves_an_index_another_codeqa_is_writing_and_refresh_says_so(
         done = await call(session, "refresh")
         assert done.structured_content["busy"] is True
         assert "another codeqa process" in text_of(done)
+        status = (await call(session, "status")).structured_content
+        assert status["indexing_now"] is True and status["server_work"] == "idle"
+        assert any("vectors" in item for item in status["pending"])
 
     with index_lock(index_dir):  # as `codeqa index` or a vector fill would hold it
-        drive(small_repo, index_dir, script)
+        drive(small_repo, index_dir, script, "--no-watch")
 
 
-def test_watch_refreshes_after_an_edit_without_a_refresh_call(small_repo, index_dir):
+async def paths_become(session: ClientSession, word: str, expected: list[str]) -> None:
+    """Wait until a keyword search for `word` finds exactly `expected` (paths, best first);
+    the watcher's debounce is 0.5 s, so a slow machine gets 15 s."""
+    paths: list[str] = []
+    for _ in range(150):
+        result = await call(session, "search", query=word, mode="bm25")
+        paths = [r["path"] for r in result.structured_content["results"]]
+        if paths == expected:
+            return
+        await anyio.sleep(0.1)
+    raise AssertionError(f"search for {word!r} finds {paths}, not {expected}")
+
+
+def test_edits_new_files_deletions_and_renames_are_searchable_without_a_refresh_call(
+    small_repo, index_dir
+):
     async def script(session: ClientSession) -> None:
         with open(small_repo / "json" / "scanner.py", "a") as source:
             source.write("\n\ndef quokkawatched():\n    return 'new'\n")
-        for _ in range(100):  # the watcher's debounce is 0.5 s; allow a slow machine 10 s
-            found = await call(session, "search", query="quokkawatched", mode="bm25")
-            if found.structured_content["results"]:
-                break
-            await anyio.sleep(0.1)
-        assert found.structured_content["results"][0]["path"] == "json/scanner.py"
+        await paths_become(session, "quokkawatched", ["json/scanner.py"])
 
-    drive(small_repo, index_dir, script, "--watch")
+        (small_repo / "json" / "wombat.py").write_text("def wombatadded():\n    return 1\n")
+        await paths_become(session, "wombatadded", ["json/wombat.py"])
+
+        (small_repo / "json" / "wombat.py").rename(small_repo / "json" / "numbat.py")
+        await paths_become(session, "wombatadded", ["json/numbat.py"])
+
+        (small_repo / "json" / "numbat.py").unlink()
+        await paths_become(session, "wombatadded", [])
+
+    drive(small_repo, index_dir, script)

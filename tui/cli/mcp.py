@@ -1,6 +1,6 @@
-"""`codeqa mcp`: serve the repository's index to coding agents over MCP (stdio).
+"""`codeqa mcp`: serve the repository's index to coding agents over MCP (stdio or HTTP).
 
-stdout carries the protocol, so everything for people goes to stderr.
+On stdio, stdout carries the protocol, so everything for people goes to stderr.
 """
 
 from __future__ import annotations
@@ -8,30 +8,54 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from codeqa.retrieval.errors import ConfigError
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+
+LOOPBACK = "127.0.0.1"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "mcp",
-        help="serve the index to coding agents over MCP (stdio)",
+        help="serve the index to coding agents over MCP (stdio, or HTTP with --http)",
         description=(
-            "An MCP server on stdin/stdout with the tools search, read, find_symbol, ask, "
-            "status and refresh. Builds the index keyword-first if there is none."
+            "An MCP server with the tools search, read, find_symbol, ask, status and refresh. "
+            "Builds the index keyword-first if there is none and fills vectors in the "
+            "background; a file watcher keeps the index current."
         ),
     )
     parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
     parser.add_argument("--model", help="litellm model string for `ask` (default: offline)")
     parser.add_argument(
-        "--watch",
-        action="store_true",
-        help="refresh the index shortly after files change (otherwise the `refresh` tool does)",
+        "--no-watch",
+        dest="watch",
+        action="store_false",
+        help="do not refresh the index when files change (the `refresh` tool still does)",
+    )
+    parser.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help=f"serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (host: {LOOPBACK})",
     )
     add_index_arguments(parser)
     parser.set_defaults(func=run)
 
 
+def http_address(value: str) -> tuple[str, int]:
+    """(host, port) from "PORT" or "HOST:PORT"; the host is loopback unless one is given."""
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or LOOPBACK
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 < number < 65536:
+        raise ConfigError(f"--http takes [HOST:]PORT with a port from 1 to 65535, not {value!r}")
+    return host, number
+
+
 def run(args: argparse.Namespace) -> int:
+    address = http_address(args.http) if args.http else None  # refused before any indexing
     from codeqa.tui.mcp import IndexService, build_server
 
     settings = settings_from_args(args, args.repo)
@@ -42,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
 
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
     try:
-        build_server(service).run("stdio")
+        server = build_server(service)
+        if address is None:
+            server.run("stdio")
+        else:
+            host, port = address
+            server.run("streamable-http", host=host, port=port)
     finally:
         if stop_watching is not None:
             stop_watching.set()

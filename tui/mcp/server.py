@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.status import status_text
 from codeqa.tui.mcp.service import IndexService, SearchPage
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
@@ -109,10 +110,17 @@ def build_server(service: IndexService) -> MCPServer:
 
     @server.tool(structured_output=False)
     def status() -> CallToolResult:
-        """The index: repository, files, chunks, vectors filled, embedder, store, last update."""
+        """Whether the index is current: files, chunks, vectors filled %, last update and git
+        commit, files changed since, and what indexing is running or pending now.
+
+        Call when results look stale or before relying on vector (meaning) search.
+        """
+        # Read first: the status takes a moment, and a fill that ends during it must show
+        # as "filling vectors" beside the vectors it had still pending, not as "idle".
+        work = service.work_now
         current = _call(service.status)
-        text = "\n".join(f"{key}: {value}" for key, value in asdict(current).items())
-        return _result(text, asdict(current))
+        text = f"{status_text(current)}\nthis server: {work}"
+        return _result(text, asdict(current) | {"server_work": work})
 
     @server.tool(structured_output=False)
     def refresh() -> CallToolResult:

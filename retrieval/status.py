@@ -1,0 +1,195 @@
+"""What an index holds and whether it is current: the one status of `codeqa status` and MCP.
+
+Everything here is read from disk at the moment of asking (the manifest, the store's
+counts, the lock, the files' modification times), never from what one process believes,
+so two processes asking at once get the same answer.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from codeqa.retrieval.config import IndexSettings, index_dir_for
+from codeqa.retrieval.discovery.walk import DiscoverOptions, read_repo_file
+from codeqa.retrieval.errors import IndexNotFound
+from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
+from codeqa.retrieval.records import SourceFile
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.index import Index
+
+# Folders the changed-since scan never enters: version control, caches and dependency
+# trees hold many fresh files and no source codeqa indexes; walking them would make a
+# status call cost seconds instead of milliseconds.
+UNSCANNED_FOLDERS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatus:
+    """The index of one repository as it is on disk now."""
+
+    root: str
+    index_dir: str
+    files: int
+    chunks: int
+    vectors_filled_percent: float
+    embedder: str
+    store: str
+    last_updated: str | None  # when the manifest was last written (ISO 8601, UTC)
+    git_commit: str | None  # HEAD when the index was last written; None outside git
+    files_changed_since: int  # edited, new or deleted since `last_updated`
+    indexing_now: bool  # some process (this one included) holds the index lock
+    pending: list[str] = field(default_factory=list)  # work not yet done, in words
+
+
+def index_status(root: Path, settings: IndexSettings, index: Index | None = None) -> IndexStatus:
+    """The status of `root`'s index; `index`, when the caller has it open, saves opening it.
+
+    Raises IndexNotFound when there is no index. Never waits: the lock is only tried.
+    """
+    from codeqa.retrieval.indexing import LOCK_NAME, discover_options, resolve_repo
+
+    root = resolve_repo(root)
+    directory = index_dir_for(root, settings.index_dir)
+    manifest = Manifest.load(directory)
+    if manifest is None:
+        raise IndexNotFound(f"{root} has no index yet; build it with: codeqa index {root}")
+    written = (directory / MANIFEST_NAME).stat().st_mtime
+    chunks, missing = _counts(root, settings, manifest, index)
+    changed = _files_changed_since(root, directory, manifest, written, discover_options(settings))
+    busy = _lock_held(directory / LOCK_NAME)
+    pending = []
+    if missing:
+        pending.append(f"vectors for {missing:,} of {chunks:,} chunks (keyword search covers them)")
+    if changed:
+        pending.append(f"{changed:,} files changed on disk since the last index update")
+    return IndexStatus(
+        root=str(root),
+        index_dir=str(directory),
+        files=len(manifest.files),
+        chunks=chunks,
+        vectors_filled_percent=round(100 * (chunks - missing) / chunks, 1) if chunks else 100.0,
+        embedder=manifest.embedder_name,
+        store=manifest.store,
+        last_updated=datetime.fromtimestamp(written, UTC).isoformat(timespec="seconds"),
+        git_commit=manifest.git_commit,
+        files_changed_since=changed,
+        indexing_now=busy,
+        pending=pending,
+    )
+
+
+def status_text(status: IndexStatus) -> str:
+    """`field: value` lines, one line per pending item: what people read."""
+    lines = [
+        f"{name}: {'-' if value is None else value}"
+        for name, value in asdict(status).items()
+        if name != "pending"
+    ]
+    lines += [f"pending: {item}" for item in status.pending] or ["pending: nothing"]
+    return "\n".join(lines)
+
+
+def git_head(root: Path) -> str | None:
+    """The commit checked out in `root`, or None outside git or before the first commit."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def _counts(
+    root: Path, settings: IndexSettings, manifest: Manifest, index: Index | None
+) -> tuple[int, int]:
+    """Chunks and chunks without a vector: from the manifest when the last run finished
+    with every vector in place, otherwise from the store."""
+    if manifest.complete_chunks is not None:
+        return manifest.complete_chunks, 0
+    if index is not None:
+        return index.chunk_count, index.vectors_missing
+    from codeqa.retrieval.index import open_index
+
+    with open_index(root, settings) as opened:
+        return opened.chunk_count, opened.vectors_missing
+
+
+def _files_changed_since(
+    root: Path, directory: Path, manifest: Manifest, written: float, options: DiscoverOptions
+) -> int:
+    """Indexed files edited or deleted, and new files, since the manifest was written.
+
+    A stat scan: only files modified after `written` are read, to compare their hash with
+    the index's and (for new files) to apply the ignore and secret rules the index obeys.
+    """
+    changed = 0
+    for rel, sha256 in manifest.files.items():
+        try:
+            modified = os.stat(root / rel).st_mtime
+        except OSError:
+            changed += 1  # deleted (or unreadable: the index no longer matches it either)
+            continue
+        if modified > written:
+            found = read_repo_file(root, rel, options)
+            changed += not (isinstance(found, SourceFile) and found.sha256 == sha256)
+    for rel in _new_paths(root, directory, written, manifest.files):
+        changed += isinstance(read_repo_file(root, rel, options), SourceFile)
+    return changed
+
+
+def _new_paths(root: Path, directory: Path, written: float, indexed: dict[str, str]) -> list[str]:
+    """Paths not in the index whose files were modified after `written` (an index kept
+    inside the repository is not one of them)."""
+    found: list[str] = []
+    index_real = os.path.realpath(directory)
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [
+            name
+            for name in subfolders
+            if name not in UNSCANNED_FOLDERS
+            and os.path.realpath(os.path.join(folder, name)) != index_real
+        ]
+        rel_folder = os.path.relpath(folder, root)
+        for name in names:
+            rel = name if rel_folder == "." else f"{rel_folder}/{name}".replace(os.sep, "/")
+            if rel in indexed:
+                continue
+            try:
+                if os.stat(os.path.join(folder, name)).st_mtime > written:
+                    found.append(rel)
+            except OSError:
+                continue
+    return found
+
+
+def _lock_held(lock_file: Path) -> bool:
+    """Whether any process holds the index lock, found by trying to take it for an instant.
+
+    A shared try: it fails only against a writer's exclusive lock. (A writer starting in
+    the same instant sees it as busy, as it would any other codeqa process.)
+    """
+    try:
+        handle = open(lock_file, "a+")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
