@@ -8,7 +8,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "status and refresh. Builds the index keyword-first if there is none."
         ),
     )
-    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--model", help="litellm model string for `ask` (default: offline)")
     parser.add_argument(
         "--watch",
@@ -34,11 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from codeqa.tui.mcp import IndexService, build_server
 
-    settings = settings_from_args(args, args.repo)
-    service = IndexService(args.repo, settings)
+    repo = repository_from_args(args.repo, "serving").root
+    settings = settings_from_args(args, repo)
+    service = IndexService(repo, settings)
     stop_watching = None
     if args.watch:
-        from codeqa.tui.mcp.watch import start_watcher
+        from codeqa.tui.watching import start_watcher
 
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
     try:
