@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeqa.retrieval.config import index_dir_for
+    from codeqa.retrieval.errors import CodeqaError
     from codeqa.retrieval.indexing import discover_options, refresh_for_keywords
     from codeqa.tui.cli.progress import ProgressPrinter
     from codeqa.tui.watching import change_batches
@@ -82,11 +83,15 @@ def run(args: argparse.Namespace) -> int:
         for _paths in batches:
             started = time.perf_counter()
             filler.pause()  # it holds the index's lock while it writes vectors
-            report = refresh_for_keywords(root, settings)
-            if report is None:
-                print(_BUSY, file=sys.stderr)
-            elif line := refresh_line(report, time.perf_counter() - started):
-                print(line)
+            try:
+                report = refresh_for_keywords(root, settings)
+            except CodeqaError as error:  # e.g. the disk filled: say so, keep watching
+                print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
+            else:
+                if report is None:
+                    print(_BUSY, file=sys.stderr)
+                elif line := refresh_line(report, time.perf_counter() - started):
+                    print(line)
             sys.stdout.flush()
             if not stop.is_set():
                 filler.start()
