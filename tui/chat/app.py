@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,11 +33,13 @@ from codeqa.tui.chat.workers import (
     AnswerFailed,
     AnswerFinished,
     AnswerToken,
+    FilesChanged,
     IndexFailed,
     IndexProgressed,
     IndexReady,
     LiveRetriever,
     VectorsFilled,
+    WatchFailed,
     in_daemon_thread,
     update_index,
 )
@@ -86,6 +89,13 @@ class CodeqaApp(App[None]):
         self._answer_view: AnswerMessage | None = None
         self._pending_question: str | None = None
         self._indexing = False
+        # Freshness: files changed on disk re-index themselves (keywords first). A change
+        # during an indexing run pauses its vector fill and re-indexes once it has ended.
+        self._index_running = False  # an index worker is between start and its last message
+        self._fill_cancel = threading.Event()  # set to pause the running worker's vector fill
+        self._refresh_pending = False
+        self._refreshing = False  # the running index worker was started by a file change
+        self._watching = False
         self.chat = ChatScreen()
         self._rebuild_next = False  # the index on disk is incompatible: ctrl+r rebuilds it
         self.status = SessionStatus(
@@ -105,6 +115,7 @@ class CodeqaApp(App[None]):
 
     def on_unmount(self) -> None:
         self._stop.set()
+        self._fill_cancel.set()
         if self._answer_cancel is not None:
             self._answer_cancel.set()
         for index in (self.index, self._next_index):
@@ -128,12 +139,16 @@ class CodeqaApp(App[None]):
 
     def start_indexing(self) -> None:
         self._indexing = True
+        self._index_running = True
+        self._fill_cancel = threading.Event()
         self.chat.query_one(IndexProgress).start()
         rebuild, self._rebuild_next = self._rebuild_next, False
-        self._index_worker(rebuild, build_assistant=self.assistant is None)
+        self._index_worker(rebuild, self.assistant is None, self._fill_cancel)
 
     @work(thread=True, group="index", exclusive=True, exit_on_error=False)
-    def _index_worker(self, rebuild: bool, build_assistant: bool) -> None:
+    def _index_worker(
+        self, rebuild: bool, build_assistant: bool, fill_cancel: threading.Event
+    ) -> None:
         def report_progress(event: ProgressEvent) -> None:
             self.post_message(IndexProgressed(event))
 
@@ -170,7 +185,7 @@ class CodeqaApp(App[None]):
 
                 load_litellm()
             if ready.vectors_missing:
-                index.fill_vectors(report_progress, self._stop)
+                index.fill_vectors(report_progress, fill_cancel)
         except Cancelled:
             self.post_message(VectorsFilled("stopped"))
             return
@@ -204,8 +219,14 @@ class CodeqaApp(App[None]):
         self._set_status(
             chunks=chunks,
             vectors_filled=filled,
-            state="embedding in background" if missing else "ready",
+            state=FILLING if missing else "ready",
         )
+        if self._refreshing:
+            self._refreshing = False
+            self._set_status(refreshed=time.strftime("%H:%M:%S"))
+        if not self._watching:
+            self._watching = True
+            self._watch_worker(message.index.repo_root, message.index.directory)
         if not missing:
             self._indexing_done()
         if message.notice:
@@ -233,6 +254,7 @@ class CodeqaApp(App[None]):
 
     async def on_index_failed(self, message: IndexFailed) -> None:
         self._indexing_done()
+        self._index_running = self._refreshing = False
         self._reindex_requested = False
         self.index_error = message.reason
         self._rebuild_next = message.needs_rebuild
@@ -243,8 +265,10 @@ class CodeqaApp(App[None]):
         if self._pending_question is not None:
             self._pending_question = None
             await self._fail_pending_answer(message.reason)
+        self._refresh_if_pending()
 
     def on_vectors_filled(self, message: VectorsFilled) -> None:
+        self._index_running = False
         self._indexing_done()
         if message.reason is None:
             self._set_status(vectors_filled=1.0, state="ready")
@@ -255,6 +279,47 @@ class CodeqaApp(App[None]):
                 "the next re-index",
                 severity="warning",
             )
+        self._refresh_if_pending()
+
+    # ---- freshness --------------------------------------------------------------------
+
+    @work(thread=True, group="watch", exit_on_error=False)
+    def _watch_worker(self, root: Path, index_dir: Path) -> None:
+        """Post FilesChanged for each burst of relevant changes, until the app quits."""
+        from codeqa.retrieval.indexing import discover_options
+        from codeqa.tui.watching import change_batches
+
+        options = discover_options(self.config.settings.index)
+        try:
+            for paths in change_batches(root, index_dir, self._stop, options):
+                self.post_message(FilesChanged(paths))
+        except Exception as error:  # e.g. the system's limit on watched folders
+            self.post_message(WatchFailed(f"{type(error).__name__}: {error}"))
+
+    def on_watch_failed(self, message: WatchFailed) -> None:
+        self.notify(
+            f"files are not watched ({message.reason}); ctrl+r re-indexes after edits",
+            severity="warning",
+            timeout=10,
+        )
+
+    def on_files_changed(self, message: FilesChanged) -> None:
+        if self._index_running:
+            # Searchable edits first: the fill stops at its next batch and goes on after.
+            self._refresh_pending = True
+            self._fill_cancel.set()
+            return
+        self._refresh()
+
+    def _refresh_if_pending(self) -> None:
+        if self._refresh_pending and not self._index_running and not self._stop.is_set():
+            self._refresh()
+
+    def _refresh(self) -> None:
+        self._refresh_pending = False
+        self._refreshing = True
+        self._set_status(state="refreshing")
+        self.start_indexing()
 
     def _indexing_done(self) -> None:
         self._indexing = False
@@ -345,7 +410,7 @@ class CodeqaApp(App[None]):
         if self._next_index is not None:
             index, self._next_index = self._next_index, None
             self._serve(index)
-        self._set_status(state="embedding in background" if self._indexing else "ready")
+        self._set_status(state=FILLING if self._indexing else "ready")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_answer":
@@ -393,10 +458,13 @@ class CodeqaApp(App[None]):
 
     async def action_quit(self) -> None:
         self._stop.set()
+        self._fill_cancel.set()
         if self._answer_cancel is not None:
             self._answer_cancel.set()
         self.exit()
 
+
+FILLING = "filling vectors"  # the state while vectors are embedded behind keyword search
 
 # Shown in place of the agent's paragraph on offline answers, which would fill most
 # of an 80x24 terminal on every answer; the help screen (F1) explains offline mode.

@@ -176,6 +176,22 @@ class VectorsFilled(Message):
         self.reason = reason
 
 
+class FilesChanged(Message):
+    """Files the index could hold changed on disk (one debounced burst; paths from the root)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__()
+        self.paths = paths
+
+
+class WatchFailed(Message):
+    """Files are no longer watched (the index still works; ctrl+r re-indexes)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
 class AnswerToken(Message):
     def __init__(self, text: str) -> None:
         super().__init__()

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 
 from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
 from codeqa.tui.settings import TRUST_FLAG
 
 if TYPE_CHECKING:  # progress.py imports the indexer: loaded when a command runs, not at parse
@@ -41,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("question", help="the question; '-' reads it from stdin")
-    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
     parser.add_argument(
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
@@ -63,13 +68,12 @@ def run(args: argparse.Namespace) -> int:
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
         raise EmptyQuestion("the question is empty")
-    settings = settings_from_args(args, args.repo)
+    repo = repository_from_args(args.repo, "answering about").root
+    settings = settings_from_args(args, repo)
     agent = AgentSettings(model=settings.model, search_mode=SearchMode(args.mode))
     if agent.model:  # a bad model name or key should not cost an indexing run first
         LLMClient(agent).check()
-    index = _fresh_index(
-        args.repo, settings.index, load_model=agent.search_mode is not SearchMode.BM25
-    )
+    index = _fresh_index(repo, settings.index, load_model=agent.search_mode is not SearchMode.BM25)
     with index:
         coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
         if coverage.missing and agent.search_mode is not SearchMode.BM25:

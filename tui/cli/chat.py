@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "The repository is indexed (or brought up to date) in the background."
         ),
     )
-    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument(
         "--model",
         help="litellm model string, e.g. openai/gpt-4o-mini (default: $CODEQA_MODEL, else offline)",
@@ -28,10 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeqa.agent.settings import AgentSettings
-    from codeqa.retrieval.indexing import resolve_repo
     from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 
-    repo = resolve_repo(args.repo)  # a missing repo is one line on the terminal, not a UI
+    # A missing repo is one line on the terminal, not a UI.
+    repo = repository_from_args(args.repo, "chatting about").root
     settings = settings_from_args(args, repo)
     config = ChatConfig(
         repo=repo, settings=settings, agent=AgentSettings.from_env(model=settings.model)

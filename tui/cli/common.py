@@ -6,7 +6,24 @@ import argparse
 import sys
 from pathlib import Path
 
+from codeqa.retrieval.discovery.root import RepoRoot, repository_root
 from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
+
+REPO_HELP = "a folder in the repository (default: .); its git root's index is used"
+
+
+def repository_from_args(path: Path, doing: str, *, limited: bool = False) -> RepoRoot:
+    """The repository `path` lies in; one stderr line when its root is a folder above.
+
+    `doing` names the work ("searching"); `limited` says results keep to the subfolder.
+    """
+    repo = repository_root(path)
+    if repo.subpath:
+        line = f"codeqa: {doing} {repo.root} (git root of {repo.root / repo.subpath})"
+        if limited:
+            line += f"; results limited to {repo.subpath}/"
+        print(line, file=sys.stderr)
+    return repo
 
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import NothingToIndex
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,9 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Index a repository; run again to pick up changes (only changed files are re-read)."
         ),
     )
-    parser.add_argument(
-        "path", type=Path, nargs="?", default=Path("."), help="repository (default: .)"
-    )
+    parser.add_argument("path", type=Path, nargs="?", default=Path("."), help=REPO_HELP)
     parser.add_argument("--rebuild", action="store_true", help="drop the index and build it anew")
     parser.add_argument(
         "--no-embed",
@@ -41,13 +44,14 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.retrieval.indexing import build_index
     from codeqa.tui.cli.progress import ProgressPrinter, summary_lines
 
-    settings = settings_from_args(args, args.path)
+    repo = repository_from_args(args.path, "checking" if args.check else "indexing").root
+    settings = settings_from_args(args, repo)
     if args.check:
-        return check(args.path, settings.index)
+        return check(repo, settings.index)
     progress = ProgressPrinter()
     try:
         report = build_index(
-            args.path, settings.index, progress, rebuild=args.rebuild, embed=not args.no_embed
+            repo, settings.index, progress, rebuild=args.rebuild, embed=not args.no_embed
         )
     except KeyboardInterrupt:
         progress.close()

@@ -9,7 +9,12 @@ import argparse
 from pathlib import Path
 
 from codeqa.retrieval.errors import ConfigError
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
 
 LOOPBACK = "127.0.0.1"
 
@@ -24,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "background; a file watcher keeps the index current."
         ),
     )
-    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--model", help="litellm model string for `ask` (default: offline)")
     parser.add_argument(
         "--no-watch",
@@ -58,11 +63,12 @@ def run(args: argparse.Namespace) -> int:
     address = http_address(args.http) if args.http else None  # refused before any indexing
     from codeqa.tui.mcp import IndexService, build_server
 
-    settings = settings_from_args(args, args.repo)
-    service = IndexService(args.repo, settings)
+    repo = repository_from_args(args.repo, "serving").root
+    settings = settings_from_args(args, repo)
+    service = IndexService(repo, settings)
     stop_watching = None
     if args.watch:
-        from codeqa.tui.mcp.watch import start_watcher
+        from codeqa.tui.watching import start_watcher
 
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
     try:

@@ -15,13 +15,23 @@ from typing import TYPE_CHECKING
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
 
 if TYPE_CHECKING:
     from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.discovery.root import RepoRoot
     from codeqa.retrieval.index import Index
 
 SNIPPET_LINES = 3
+# Run from a subfolder, results outside it are dropped: the search asks for this many
+# times the wanted results, deeper (up to the cap) while too few of them are inside.
+SUBFOLDER_OVERFETCH = 5
+MAX_SUBFOLDER_CANDIDATES = 1_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Hybrid (BM25 + vector, RRF) search over an indexed repository.",
     )
     parser.add_argument("query", nargs="?", help="what to look for (omit with --queries-file)")
-    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument(
         "--limit", "-k", type=int, default=10, help="results per query (default 10)"
     )
@@ -85,9 +95,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadQueriesFile("--limit must be at least 1")
     if not args.query and not args.queries_file:
         raise BadQueriesFile("give a QUERY or --queries-file")
-    settings = settings_from_args(args, args.repo)
+    repo = repository_from_args(args.repo, "searching", limited=True)
+    settings = settings_from_args(args, repo.root)
     mode = SearchMode(args.mode)
-    with _fresh_index(args.repo, settings.index, load_model=mode is not SearchMode.BM25) as index:
+    with _fresh_index(repo.root, settings.index, load_model=mode is not SearchMode.BM25) as index:
         missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
         if missing:
             print(
@@ -97,10 +108,11 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.queries_file:
             for query_id, question in read_queries(args.queries_file):
-                hits = index.search(_capped(question, f"query {query_id}"), mode, args.limit)
+                query = _capped(question, f"query {query_id}")
+                hits = _search_within(index, repo, query, mode, args.limit)
                 print(json.dumps({"id": query_id, "results": [hit_to_json(h) for h in hits]}))
             return 0
-        hits = index.search(_capped(args.query, "the query"), mode, args.limit)
+        hits = _search_within(index, repo, _capped(args.query, "the query"), mode, args.limit)
     if args.json:
         for hit in hits:
             print(json.dumps(hit_to_json(hit)))
@@ -142,6 +154,21 @@ def _fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -> In
         index.close()  # its file list is the old one: reopen on the updated manifest
         return open_index(repo, settings, load_model=load_model)
     return index
+
+
+def _search_within(
+    index: Index, repo: RepoRoot, query: str, mode: SearchMode, limit: int
+) -> list[SearchHit]:
+    """The best `limit` hits inside the folder the search was run from."""
+    if not repo.subpath:
+        return index.search(query, mode, limit)
+    depth = limit * SUBFOLDER_OVERFETCH
+    while True:
+        hits = index.search(query, mode, depth)
+        inside = [hit for hit in hits if repo.contains(hit.chunk.path)]
+        if len(inside) >= limit or len(hits) < depth or depth >= MAX_SUBFOLDER_CANDIDATES:
+            return inside[:limit]
+        depth = min(depth * SUBFOLDER_OVERFETCH, MAX_SUBFOLDER_CANDIDATES)
 
 
 def _capped(query: str, name: str) -> str:

@@ -7,7 +7,12 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "on disk since, and whether some process is indexing it. Never waits for a lock."
         ),
     )
-    parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
+    parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--json", action="store_true", help="one JSON object")
     add_index_arguments(parser)
     parser.set_defaults(func=run)
@@ -29,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from codeqa.retrieval.status import index_status, status_text
 
-    settings = settings_from_args(args, args.repo)
-    status = index_status(args.repo, settings.index)
+    repo = repository_from_args(args.repo, "reporting on").root
+    settings = settings_from_args(args, repo)
+    status = index_status(repo, settings.index)
     print(json.dumps(asdict(status), indent=2) if args.json else status_text(status))
     return 0

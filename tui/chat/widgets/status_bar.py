@@ -17,6 +17,7 @@ class SessionStatus:
     chunks: int | None = None  # None until the index is open
     vectors_filled: float | None = None  # 0..1; None until known
     state: str = "starting"  # "indexing", "ready", "answering", "no index", …
+    refreshed: str | None = None  # "HH:MM:SS" of the last refresh after files changed
 
     def with_changes(self, **changes: object) -> SessionStatus:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -38,6 +39,8 @@ class StatusBar(Widget):
         text.append(status.repo)
         text.append(_SEPARATOR)
         text.append(status.state, style="italic")
+        if status.refreshed:
+            text.append(f" (refreshed {status.refreshed})")
         text.append(_SEPARATOR)
         if status.model:
             text.append("model ", style="bold")

@@ -1,0 +1,178 @@
+"""`codeqa watch [PATH]`: keep a repository's index fresh while files change.
+
+Each burst of changes is re-read keyword-first (searchable at once) and reported in one
+line; missing vectors are filled in the background while nothing changes, and paused
+while a refresh runs. Ctrl-C lets the step under way finish at a safe point, so the index
+is left consistent and unlocked, and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from codeqa.tui.cli.common import (
+    REPO_HELP,
+    add_index_arguments,
+    repository_from_args,
+    settings_from_args,
+)
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.indexing import IndexReport
+
+INTERRUPTED = 130
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "watch",
+        help="keep the index fresh as files change",
+        description=(
+            "Watch a repository and re-index changed files as they are saved (keyword search "
+            "at once, vectors filled while idle), one line per refresh. Ctrl-C stops."
+        ),
+    )
+    parser.add_argument("path", type=Path, nargs="?", default=Path("."), help=REPO_HELP)
+    add_index_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeqa.retrieval.config import index_dir_for
+    from codeqa.retrieval.errors import CodeqaError
+    from codeqa.retrieval.indexing import discover_options, refresh_for_keywords
+    from codeqa.tui.cli.progress import ProgressPrinter
+    from codeqa.tui.watching import change_batches
+
+    root = repository_from_args(args.path, "watching").root
+    settings = settings_from_args(args, root).index
+    stop = threading.Event()
+    filler = VectorFiller(root, settings)
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():  # a second Ctrl-C: the user will not wait for a safe point
+            raise KeyboardInterrupt
+        stop.set()
+        filler.pause_soon()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        printer = ProgressPrinter(quiet_scan=True)  # a first build of a large repository
+        try:
+            first = refresh_for_keywords(root, settings, printer)
+        finally:
+            printer.close()
+        if first is None:
+            print(_BUSY, file=sys.stderr)
+        else:
+            print(f"watching {root}: {first.files_seen:,} files, {first.chunks_total:,} chunks")
+        sys.stdout.flush()
+        if not stop.is_set():
+            filler.start()
+        batches = change_batches(
+            root, index_dir_for(root, settings.index_dir), stop, discover_options(settings)
+        )
+        for _paths in batches:
+            started = time.perf_counter()
+            filler.pause()  # it holds the index's lock while it writes vectors
+            try:
+                report = refresh_for_keywords(root, settings)
+            except CodeqaError as error:  # e.g. the disk filled: say so, keep watching
+                print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
+            else:
+                if report is None:
+                    print(_BUSY, file=sys.stderr)
+                elif line := refresh_line(report, time.perf_counter() - started):
+                    print(line)
+            sys.stdout.flush()
+            if not stop.is_set():
+                filler.start()
+    finally:
+        filler.pause()
+        signal.signal(signal.SIGINT, previous)
+    print(
+        "codeqa: stopped watching; the index is consistent"
+        + ("" if filler.complete else "; `codeqa index` or `codeqa watch` fills the vectors left"),
+        file=sys.stderr,
+    )
+    return INTERRUPTED
+
+
+_BUSY = "codeqa: note: another codeqa process is updating this index; it is left to finish"
+
+
+def refresh_line(report: IndexReport, seconds: float) -> str | None:
+    """ "3 files changed: 2 updated, 1 removed; searchable in 0.4 s", or None for no change."""
+    changed = report.files_changed + report.files_removed
+    if not changed:
+        return None
+    files = "file" if changed == 1 else "files"
+    return (
+        f"{changed} {files} changed: {report.files_changed} updated, "
+        f"{report.files_removed} removed; searchable in {seconds:.1f} s"
+    )
+
+
+def _chunks(count: int) -> str:
+    return f"{count:,} chunk" if count == 1 else f"{count:,} chunks"
+
+
+class VectorFiller:
+    """Fills the index's missing vectors on a background thread, one start at a time.
+
+    `pause` stops it at the next batch edge (whatever was embedded is kept) and waits until
+    it has let go of the index's lock, so a refresh can take it.
+    """
+
+    def __init__(self, root: Path, settings: IndexSettings) -> None:
+        self._root = root
+        self._settings = settings
+        self._cancel = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.complete = False  # every chunk had its vector when the last fill ended
+
+    def start(self) -> None:
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="codeqa-vectors", daemon=True)
+        self._thread.start()
+
+    def pause_soon(self) -> None:
+        """Ask the fill to stop at its next batch edge; safe in a signal handler."""
+        self._cancel.set()
+
+    def pause(self) -> None:
+        self._cancel.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _fill(self) -> None:
+        from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy
+        from codeqa.retrieval.index import open_index
+
+        try:
+            with open_index(self._root, self._settings) as index:
+                missing = index.vectors_missing
+                self.complete = not missing
+                if not missing or self._cancel.is_set():
+                    return
+                started = time.perf_counter()
+                print(f"filling vectors: {_chunks(missing)} without one", flush=True)
+                index.fill_vectors(cancel=self._cancel)
+                self.complete = True
+                print(
+                    f"vectors filled: {_chunks(missing)} in {time.perf_counter() - started:.1f} s",
+                    flush=True,
+                )
+        except (Cancelled, IndexBusy):
+            return  # paused for a refresh or Ctrl-C; another codeqa may be filling them
+        except CodeqaError as error:  # e.g. the disk filled: keyword search still works
+            print(f"codeqa: warning: filling vectors failed: {error}", file=sys.stderr, flush=True)
