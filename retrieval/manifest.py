@@ -29,6 +29,9 @@ class Manifest:
     # would (see index._settle_indexes); False while writes are under way, and for
     # manifests written before this field, so the next run checks them.
     indexes_settled: bool = False
+    # The code graph's format (retrieval/graph GRAPH_VERSION) beside this index; 0 for
+    # indexes made before the graph: another value wipes the graph and reads every file again.
+    graph_version: int = 0
     format_version: int = INDEX_FORMAT_VERSION
 
     @classmethod
@@ -53,6 +56,7 @@ class Manifest:
                 files=dict(data.get("files", {})),
                 complete_chunks=data.get("complete_chunks"),
                 indexes_settled=bool(data.get("indexes_settled", False)),
+                graph_version=int(data.get("graph_version", 0)),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -75,6 +79,7 @@ class Manifest:
             "files": self.files,
             "complete_chunks": self.complete_chunks,
             "indexes_settled": self.indexes_settled,
+            "graph_version": self.graph_version,
         }
         try:
             with open(temporary, "w", encoding="utf-8") as handle:

@@ -10,7 +10,7 @@ from codeqa.retrieval.offline import prepare_offline_environment
 
 # Each command group lives in its own module exposing `register(subparsers)`.
 # Imported lazily by name so `codeqa search` does not pay for litellm or Textual.
-COMMAND_MODULES = ("index", "search", "ask", "chat", "eval", "chunks", "mcp")
+COMMAND_MODULES = ("index", "search", "ask", "chat", "eval", "chunks", "mcp", "graph")
 
 
 def build_parser() -> argparse.ArgumentParser:
