@@ -49,7 +49,8 @@ _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
 class _FileContext:
     path: str
     language: str
-    definitions: dict[str, Definition]
+    # By qualname; a list, as code may define one name twice (`try: def f … except: def f`).
+    definitions: dict[str, list[Definition]]
     imports: dict[str, list[Import]] = field(default_factory=dict)  # by alias
     star_imports: list[Import] = field(default_factory=list)
     bases: dict[str, list[str]] = field(default_factory=dict)  # class qualname → bases
@@ -57,9 +58,9 @@ class _FileContext:
     def enclosing_class(self, qualname: str | None) -> str | None:
         parts = qualname.split(".") if qualname else []
         for end in range(len(parts), 0, -1):
-            candidate = self.definitions.get(".".join(parts[:end]))
-            if candidate is not None and candidate.kind == KIND_CLASS:
-                return candidate.qualname
+            candidates = self.definitions.get(".".join(parts[:end]), [])
+            if any(candidate.kind == KIND_CLASS for candidate in candidates):
+                return candidates[0].qualname
             if ".".join(parts[:end]) in self.bases:  # Rust impl types have bases, no definition
                 return ".".join(parts[:end])
         return None
@@ -120,11 +121,12 @@ class Graph:
                             hits,
                         )
                     )
+        for name in self._spellings(targets):
             for base in self._store.subclasses_named(name):
                 context = self._context(base.path)
                 hits = self._resolve_name(base.path, base.base.split("."), None, MAX_HOPS)
                 if wanted & set(hits):
-                    subclass = context.definitions.get(base.qualname)
+                    subclass = next(iter(context.definitions.get(base.qualname, [])), None)
                     line = subclass.start_line if subclass else 0
                     found.append(
                         self._reference(base.path, line, REF_INHERIT, base.base, subclass, hits)
@@ -230,8 +232,8 @@ class Graph:
         scopes = scope.split(".") if scope else []
         for end in range(len(scopes), -1, -1):
             local = context.definitions.get(".".join([*scopes[:end], *parts]))
-            if local is not None:
-                return [local]
+            if local:
+                return local
         if len(parts) == 2 and context.enclosing_class(parts[0]) == parts[0]:
             return self._method(path, parts[0], parts[1], hops)
         for end in range(len(parts), 0, -1):
@@ -274,9 +276,9 @@ class Graph:
         qualname = ".".join(parts)
         for path in files:
             context = self._context(path)
-            definition = context.definitions.get(qualname)
-            if definition is not None:
-                found.append(definition)
+            defined = context.definitions.get(qualname)
+            if defined:
+                found.extend(defined)
             elif len(parts) == 2 and context.enclosing_class(parts[0]) == parts[0]:
                 found.extend(self._method(path, parts[0], parts[1], hops))
             elif hops > 0 and parts and parts[0] in context.imports:
@@ -287,9 +289,9 @@ class Graph:
     def _method(self, path: str, owner: str, method: str, hops: int) -> list[Definition]:
         """`owner.method` in `path`, else in the first base class (resolved) that has it."""
         context = self._context(path)
-        definition = context.definitions.get(f"{owner}.{method}")
-        if definition is not None:
-            return [definition]
+        defined = context.definitions.get(f"{owner}.{method}")
+        if defined:
+            return defined
         if hops <= 0:
             return []
         for base in context.bases.get(owner, []):
@@ -303,16 +305,24 @@ class Graph:
 
     # -- calls into definitions --
 
+    def _spellings(self, targets: list[Definition]) -> list[str]:
+        """The names calls to `targets` may use: their own, and aliases they are imported as."""
+        names = {t.name for t in targets}
+        for imported in self._store.imports_naming(names):
+            if imported.name in names and imported.alias and imported.alias != "*":
+                names.add(imported.alias.rsplit(".", 1)[-1])
+        return sorted(names)
+
     def _calls_into(
         self, targets: list[Definition], *, include_unresolved: bool
     ) -> list[Reference]:
         wanted = set(targets)
         found: list[Reference] = []
-        for name in sorted({t.name for t in targets}):
+        for name in self._spellings(targets):
             for call in self._store.calls_named(name):
                 reached = self.resolve(call)
                 if wanted & set(reached) or (include_unresolved and not reached):
-                    context = self._context(call.path).definitions.get(call.caller or "")
+                    context = self._caller(call)
                     found.append(
                         self._reference(
                             call.path, call.line, REF_CALL, call.callee, context, reached
@@ -344,9 +354,9 @@ class Graph:
     def _context(self, path: str) -> _FileContext:
         context = self._contexts.get(path)
         if context is None:
-            definitions: dict[str, Definition] = {}
+            definitions: dict[str, list[Definition]] = {}
             for definition in self._store.definitions_in(path):
-                definitions.setdefault(definition.qualname, definition)
+                definitions.setdefault(definition.qualname, []).append(definition)
             context = _FileContext(path, self._language(path), definitions)
             for imported in self._store.imports_in(path):
                 if imported.alias == "*":
@@ -357,6 +367,12 @@ class Graph:
                 context.bases.setdefault(base.qualname, []).append(base.base)
             self._contexts[path] = context
         return context
+
+    def _caller(self, call: Call) -> Definition | None:
+        """The definition making `call`: of two with its name, the one spanning its line."""
+        candidates = self._context(call.path).definitions.get(call.caller or "", [])
+        spanning = [d for d in candidates if d.start_line <= call.line <= d.end_line]
+        return (spanning or candidates or [None])[0]
 
     def _file_languages(self) -> dict[str, str]:
         if self._languages is None:
