@@ -247,3 +247,24 @@ def test_a_name_defined_twice_in_one_file_stays_ambiguous(graph):
     (reference,) = graph.callers("compat.dumps")
     assert (reference.context.qualname, reference.resolution) == ("save", AMBIGUOUS)
     assert [t.start_line for t in reference.targets] == [4, 8]
+
+
+def test_agent_tools_turn_callers_into_hits_on_the_calling_chunks(tmp_path):
+    from codeqa.agent.tools import RepoTools
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "python", repo)
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(repo, settings, embed=False)
+    with open_index(repo, settings) as index:
+        tools = RepoTools(index, index.graph)
+        callers = tools.callers("total")
+        assert [(r.path, r.line) for r in callers] == [("shop/cart.py", 19)]
+        (hit,) = tools.reference_hits(callers, 1.0)
+        assert hit.chunk.path == "shop/cart.py"
+        assert hit.chunk.start_line <= 19 <= hit.chunk.end_line
+        assert [d.qualname for d in tools.definitions("Cart.add")] == ["Cart.add"]
+        assert tools.callers("no_such_name") == []
+        assert RepoTools(index).callees("Cart.checkout") == []

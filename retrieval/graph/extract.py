@@ -296,25 +296,25 @@ class _Walker:
             if child.type == "identifier":
                 self._add_import(module, "default", _text(child), line)
             elif child.type == "namespace_import":
-                alias = next((c for c in child.named_children if c.type == "identifier"), None)
-                self._add_import(module, None, _text(alias), line)
+                bound = next((c for c in child.named_children if c.type == "identifier"), None)
+                self._add_import(module, None, _text(bound), line)
             elif child.type == "named_imports":
                 for spec in child.named_children:
                     if spec.type != "import_specifier":
                         continue
                     name = _text(spec.child_by_field_name("name"))
-                    alias = _text(spec.child_by_field_name("alias")) or name
-                    self._add_import(module, name, alias, line)
+                    self._add_import(
+                        module, name, _text(spec.child_by_field_name("alias")) or name, line
+                    )
 
     def _rust_use(self, node: Node, prefix: str, line: int) -> None:
-        join = lambda a, b: f"{a}.{b}" if a and b else a or b  # noqa: E731
         kind = node.type
         if kind == "use_as_clause":
-            full = join(prefix, _text(node.child_by_field_name("path")).replace("::", "."))
+            full = _join(prefix, _text(node.child_by_field_name("path")).replace("::", "."))
             module, _, name = full.rpartition(".")
             self._add_import(module or name, name, _text(node.child_by_field_name("alias")), line)
         elif kind == "scoped_use_list":
-            inner = join(prefix, _text(node.child_by_field_name("path")).replace("::", "."))
+            inner = _join(prefix, _text(node.child_by_field_name("path")).replace("::", "."))
             listing = node.child_by_field_name("list")
             if listing is not None:
                 self._rust_use(listing, inner, line)
@@ -323,13 +323,17 @@ class _Walker:
                 self._rust_use(child, prefix, line)
         elif kind == "use_wildcard":
             path = next(iter(node.named_children), None)
-            self._add_import(join(prefix, _text(path).replace("::", ".")), None, "*", line)
+            self._add_import(_join(prefix, _text(path).replace("::", ".")), None, "*", line)
         elif kind in ("scoped_identifier", "identifier", "self", "crate"):
-            full = join(prefix, _text(node).replace("::", "."))
+            full = _join(prefix, _text(node).replace("::", "."))
             module, _, name = full.rpartition(".")
             if name == "self":  # `use a::b::{self}` binds b
                 module, _, name = module.rpartition(".")
             self._add_import(module or name, name, name, line)
+
+
+def _join(prefix: str, rest: str) -> str:
+    return f"{prefix}.{rest}" if prefix and rest else prefix or rest
 
 
 def _require_target(value: Node) -> str | None:

@@ -372,7 +372,7 @@ class Graph:
         """The definition making `call`: of two with its name, the one spanning its line."""
         candidates = self._context(call.path).definitions.get(call.caller or "", [])
         spanning = [d for d in candidates if d.start_line <= call.line <= d.end_line]
-        return (spanning or candidates or [None])[0]
+        return next(iter(spanning or candidates), None)
 
     def _file_languages(self) -> dict[str, str]:
         if self._languages is None:
