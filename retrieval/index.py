@@ -110,7 +110,9 @@ class Index:
         """The code graph built with this index: definitions, callers, callees, impact."""
         if self._graph is None:
             path = self.directory / GRAPH_NAME
-            if self.manifest.graph_version != GRAPH_VERSION or not path.is_file():
+            # Read again: a refresh since this index was opened may have built the graph.
+            manifest = Manifest.load(self.directory) or self.manifest
+            if manifest.graph_version != GRAPH_VERSION or not path.is_file():
                 raise IndexNotFound(
                     f"the index of {self.repo_root} has no code graph yet; "
                     f"build it with: codeqa index {self.repo_root}"

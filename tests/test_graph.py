@@ -201,13 +201,22 @@ def test_the_index_keeps_its_graph_current_and_rebuilds_it_on_a_format_change(tm
         graph.close()
 
 
-def test_cli_prints_json_and_one_error_line_for_unknown_symbols(tmp_path, capsys):
+def test_cli_builds_a_missing_graph_prints_json_and_one_error_line_for_unknown_symbols(
+    tmp_path, capsys
+):
     from codeqa.retrieval.indexing import build_index
+    from codeqa.retrieval.manifest import Manifest
     from codeqa.tui.cli import main
 
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "python", repo)
     build_index(repo, IndexSettings(index_dir=tmp_path / "index"), embed=False)
+    # As an index made before the graph existed: the command's refresh builds it.
+    manifest = Manifest.load(tmp_path / "index")
+    assert manifest is not None
+    manifest.graph_version = 0
+    manifest.save(tmp_path / "index")
+    (tmp_path / "index" / GRAPH_NAME).unlink()
     where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index")]
     capsys.readouterr()
 
