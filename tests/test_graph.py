@@ -163,12 +163,13 @@ def test_an_edit_that_removes_a_call_removes_its_edge(tmp_path):
     shutil.copytree(FIXTURES / "python", repo)
     directory = tmp_path / "index"
     directory.mkdir()
-    _build(repo, directory).close()
-    cart = repo / "shop" / "cart.py"
-    cart.write_text(cart.read_text().replace(" + tax.rate()", ""))
-    (repo / "shop" / "pricing.py").unlink()
-    graph = _build(repo, directory)
+    graph = _build(repo, directory)  # kept open: a long-lived reader sees each refresh
     try:
+        assert len(graph.callers("rate")) == 1
+        cart = repo / "shop" / "cart.py"
+        cart.write_text(cart.read_text().replace(" + tax.rate()", ""))
+        (repo / "shop" / "pricing.py").unlink()
+        _build(repo, directory).close()
         assert graph.callers("rate") == []
         assert graph.definitions("total") == []
         assert _callers(graph, "Base.describe") == {("shop/cart.py", "Cart.add", RESOLVED)}

@@ -35,10 +35,6 @@ MAX_CALLEE_CHARS = 120
 MINIFIED_AVERAGE_LINE_CHARS = ChunkLimits().minified_average_line_chars
 
 
-def graph_languages() -> frozenset[str]:
-    return frozenset(SPECS)
-
-
 def extract(file: SourceFile) -> FileGraph | None:
     """The graph facts of `file`, or None when its language has no graph table."""
     language = file.language or ""

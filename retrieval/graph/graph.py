@@ -67,10 +67,11 @@ class _FileContext:
 
 
 class Graph:
-    """Queries over one index's code graph; caches what it read, so keep one per question batch."""
+    """Queries over one index's code graph, caching what they read until the graph changes."""
 
     def __init__(self, store: GraphStore) -> None:
         self._store = store
+        self._version = store.data_version()
         self._contexts: dict[str, _FileContext] = {}
         self._languages: dict[str, str] | None = None
         self._tests: dict[str, bool] = {}
@@ -80,6 +81,16 @@ class Graph:
     def close(self) -> None:
         self._store.close()
 
+    def _forget_if_changed(self) -> None:
+        """Drop what was cached from the graph if a refresh has written to it since."""
+        version = self._store.data_version()
+        if version != self._version:
+            self._version = version
+            self._contexts.clear()
+            self._resolved.clear()
+            self._languages = None
+            self._by_suffix = None
+
     # -- public queries --
 
     def definitions(self, symbol: str) -> list[Definition]:
@@ -88,6 +99,7 @@ class Graph:
         A dotted symbol may start with module names: `requests.api.get` is `get` in a file
         whose path ends in requests/api.*.
         """
+        self._forget_if_changed()
         name = symbol.rsplit(".", 1)[-1]
         found = self._store.definitions_named(name)
         if "." in symbol:
@@ -148,6 +160,7 @@ class Graph:
 
     def impact(self, target: str, depth: int = DEFAULT_IMPACT_DEPTH) -> Impact:
         """What may break when `target` (a file path or a symbol) changes, `depth` hops out."""
+        self._forget_if_changed()
         languages = self._file_languages()
         if target in languages:
             starts = [d for d in self._store.definitions_in(target)]
@@ -185,6 +198,7 @@ class Graph:
 
     def importers(self, path: str) -> list[str]:
         """Files whose imports resolve to `path`."""
+        self._forget_if_changed()
         folder, name = posixpath.split(path)
         stem = name.split(".", 1)[0]
         keys = {stem, posixpath.basename(folder)} - {""}

@@ -89,7 +89,8 @@ SPECS: dict[str, GraphSpec] = {
         ),
         calls={"method_invocation": None, "object_creation_expression": "type"},
         imports=_fs({"import_declaration"}),
-        self_names=_fs({"this", "super"}),
+        # Not `super`: `super.m()` means the base's m, which `self.m` would not find first.
+        self_names=_fs({"this"}),
     ),
 }
 

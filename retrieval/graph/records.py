@@ -29,11 +29,6 @@ class Definition:
         return self.qualname.rsplit(".", 1)[-1]
 
     @property
-    def owner(self) -> str | None:
-        """The enclosing definition's qualname, None at module level."""
-        return self.qualname.rsplit(".", 1)[0] if "." in self.qualname else None
-
-    @property
     def location(self) -> str:
         return f"{self.path}:{self.start_line}-{self.end_line}"
 

@@ -127,6 +127,11 @@ class GraphStore:
 
     # -- reading --
 
+    def data_version(self) -> int:
+        """Changes whenever another connection (a refresh) commits to the graph."""
+        (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        return int(version)
+
     def files(self) -> list[tuple[str, str, bool]]:
         """Every file with graph rows: (path, language, is a test)."""
         rows = self._db.execute(
