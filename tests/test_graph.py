@@ -166,12 +166,19 @@ def test_an_edit_that_removes_a_call_removes_its_edge(tmp_path):
     graph = _build(repo, directory)  # kept open: a long-lived reader sees each refresh
     try:
         assert len(graph.callers("rate")) == 1
+        assert len(graph.callers("total")) == 1
         cart = repo / "shop" / "cart.py"
         cart.write_text(cart.read_text().replace(" + tax.rate()", ""))
-        (repo / "shop" / "pricing.py").unlink()
         _build(repo, directory).close()
         assert graph.callers("rate") == []
+
+        # The same call, now bound to another function: no edge is left from before.
+        text = cart.read_text().replace("from .pricing import total", "from .tax import rate")
+        cart.write_text(text)
+        (repo / "shop" / "pricing.py").unlink()
+        _build(repo, directory).close()
         assert graph.definitions("total") == []
+        assert _callers(graph, "rate") == {("shop/cart.py", "Cart.checkout", RESOLVED)}
         assert _callers(graph, "Base.describe") == {("shop/cart.py", "Cart.add", RESOLVED)}
     finally:
         graph.close()
