@@ -1,4 +1,5 @@
-"""Exact tools beside semantic search: grep the repo, look a symbol up, read a line range.
+"""Exact tools beside semantic search: grep the repo, look a symbol up, read a line range,
+follow the code graph (definitions, callers, callees, references).
 
 Every read goes through the index's read check (`Index.read_file`): discovery's rules
 applied again at read time, and the content the index holds. So secrets, ignored files,
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from codeqa.agent.retriever import Retriever
+from codeqa.retrieval.errors import UnknownSymbol
+from codeqa.retrieval.graph import Definition, Graph, Reference
 from codeqa.retrieval.records import Chunk, SearchHit, SkippedFile, SkipReason, SourceFile
 
 # A grep for a common word would flood the evidence; the first matches per
@@ -29,8 +32,11 @@ class GrepMatch:
 class RepoTools:
     """Reads and greps one repository through the index's view of it; caches what it read."""
 
-    def __init__(self, retriever: Retriever):
+    def __init__(self, retriever: Retriever, graph: Graph | None = None):
+        """`graph`: the index's code graph; None for an index built before it existed, and
+        then the graph tools find nothing (search, grep and symbols still work)."""
         self._retriever = retriever
+        self._graph = graph
         self._root = Path(retriever.repo_root)
         self._lines: dict[str, list[str] | None] = {}
         self._chunks: dict[str, list[Chunk]] = {}
@@ -95,6 +101,47 @@ class RepoTools:
 
     def find_symbol(self, name: str, limit: int = 5) -> list[Chunk]:
         return self._retriever.find_symbol(name, limit)
+
+    def definitions(self, symbol: str) -> list[Definition]:
+        """Where `symbol` (`get`, `Session.get`, `requests.api.get`) is defined."""
+        return self._graph.definitions(symbol) if self._graph is not None else []
+
+    def callers(self, symbol: str) -> list[Reference]:
+        """Calls resolved (or ambiguously resolved) to `symbol`; [] for a name the graph lacks."""
+        return self._graph_query(symbol, "callers")
+
+    def callees(self, symbol: str) -> list[Reference]:
+        """The calls `symbol`'s definitions make, resolved where the graph can."""
+        return self._graph_query(symbol, "callees")
+
+    def references(self, symbol: str) -> list[Reference]:
+        """Calls, imports and subclasses naming `symbol`, same-name unresolved calls included."""
+        return self._graph_query(symbol, "references")
+
+    def _graph_query(self, symbol: str, question: str) -> list[Reference]:
+        if self._graph is None:
+            return []
+        query = {
+            "callers": self._graph.callers,
+            "callees": self._graph.callees,
+            "references": self._graph.references,
+        }[question]
+        try:
+            return query(symbol)
+        except UnknownSymbol:
+            return []  # a planner's guess at a name is not an error
+
+    def reference_hits(self, references: list[Reference], score: float) -> list[SearchHit]:
+        """Graph references as hits on the chunks holding them (one hit per chunk)."""
+        hits: list[SearchHit] = []
+        seen: set[str] = set()
+        for reference in references:
+            chunk = self.enclosing_chunk(reference.path, reference.line)
+            if chunk is None or chunk.chunk_id in seen:
+                continue
+            seen.add(chunk.chunk_id)
+            hits.append(SearchHit(chunk, score))
+        return hits
 
     def grep(self, needle: str, limit: int = GREP_MATCHES_PER_NEEDLE) -> list[GrepMatch]:
         """Lines containing `needle` exactly, a few per file, in path order."""

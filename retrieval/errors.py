@@ -115,3 +115,7 @@ def write_failure_reason(error: BaseException) -> str:
             return reason
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return first_line[:200]
+
+
+class UnknownSymbol(CodeqaError):
+    """A graph query named a symbol or path the code graph does not define."""

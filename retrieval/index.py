@@ -25,6 +25,7 @@ from codeqa.retrieval.errors import (
     IndexMismatch,
     IndexNotFound,
 )
+from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
 from codeqa.retrieval.indexing import (
     ProgressCallback,
     content_version,
@@ -73,6 +74,7 @@ class Index:
             self._store = open_store(settings, directory, manifest.embedder_dim)
         self.ranking = RankingTuning()
         self._paths: PathResolver | None = None
+        self._graph: Graph | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -114,6 +116,21 @@ class Index:
         if self._paths is None:
             self._paths = PathResolver(self.manifest.files)
         return self._paths
+
+    @property
+    def graph(self) -> Graph:
+        """The code graph built with this index: definitions, callers, callees, impact."""
+        if self._graph is None:
+            path = self.directory / GRAPH_NAME
+            # Read again: a refresh since this index was opened may have built the graph.
+            manifest = Manifest.load(self.directory) or self.manifest
+            if manifest.graph_version != GRAPH_VERSION or not path.is_file():
+                raise IndexNotFound(
+                    f"the index of {self.repo_root} has no code graph yet; "
+                    f"build it with: codeqa index {self.repo_root}"
+                )
+            self._graph = Graph(GraphStore(path))
+        return self._graph
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self._store.find_symbol(name, limit)
@@ -158,6 +175,8 @@ class Index:
 
     def close(self) -> None:
         self._store.close()
+        if self._graph is not None:
+            self._graph.close()
 
     def __enter__(self) -> Index:
         return self

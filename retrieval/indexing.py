@@ -47,6 +47,7 @@ from codeqa.retrieval.errors import (
     RepoNotFound,
     cannot_write,
 )
+from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, refresh_graph
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
 from codeqa.retrieval.records import (
     SkippedFile,
@@ -75,10 +76,10 @@ LOCK_NAME = "lock"
 MARKER_NAME = "CODEQA_INDEX"
 MARKER_TEXT = (
     "This folder holds a codeqa index. `codeqa index --rebuild` deletes the files codeqa\n"
-    f"made here ({MANIFEST_NAME}, {STORE_FOLDER}/) and nothing else.\n"
+    f"made here ({MANIFEST_NAME}, {STORE_FOLDER}/, {GRAPH_FILES[0]}) and nothing else.\n"
 )
 # The names a wipe removes: what the next run writes again from scratch.
-WIPED_NAMES = (MANIFEST_NAME, MANIFEST_NAME + ".tmp", STORE_FOLDER)
+WIPED_NAMES = (MANIFEST_NAME, MANIFEST_NAME + ".tmp", STORE_FOLDER, *GRAPH_FILES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,8 @@ class IndexReport:
     vectors_from_cache: int = 0
     vectors_pending: int = 0
     seconds_to_searchable: float = 0.0
+    seconds_graph: float = 0.0  # part of seconds_to_searchable: the code graph's refresh
+    graph_files_read: int = 0
     seconds_total: float = 0.0
     embedder_name: str = ""
 
@@ -241,7 +244,14 @@ def build_index(
         # Only such a run leaves `indexes_settled` false; vectors still pending after a
         # finished keyword-first run (`complete_chunks` None) are not a reason to.
         resuming = not manifest.indexes_settled
-        if not changed and not removed and not resuming and manifest.complete_chunks is not None:
+        graph_current = manifest.graph_version == GRAPH_VERSION
+        if (
+            not changed
+            and not removed
+            and not resuming
+            and graph_current
+            and manifest.complete_chunks is not None
+        ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run.
             report.chunks_total = manifest.complete_chunks
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
@@ -271,6 +281,7 @@ def build_index(
                     limits,
                     replace_all=resuming,
                 )
+                _refresh_graph(directory, root, settings, manifest, changed, report)
                 report.seconds_to_searchable = time.perf_counter() - started
                 if embed:
                     fill_vectors(store, cache, embedder, notify, cancel, report)
@@ -287,6 +298,29 @@ def build_index(
                 store.close()
     report.seconds_total = time.perf_counter() - started
     return report
+
+
+def _refresh_graph(
+    directory: Path,
+    root: Path,
+    settings: IndexSettings,
+    manifest: Manifest,
+    changed: Sequence[SourceFile],
+    report: IndexReport,
+) -> None:
+    """Bring the code graph to the manifest's files; another graph format starts it afresh.
+
+    The files were parsed once already by the chunker; parsing them again here costs
+    little next to the rest of indexing (measured in evals/graph_bench.py).
+    """
+    started = time.perf_counter()
+    if manifest.graph_version != GRAPH_VERSION:
+        _remove(directory, GRAPH_FILES)
+    update = refresh_graph(directory, root, manifest.files, changed, discover_options(settings))
+    manifest.graph_version = GRAPH_VERSION
+    manifest.save(directory)
+    report.graph_files_read = update.files_read
+    report.seconds_graph = time.perf_counter() - started
 
 
 def refresh_for_keywords(
@@ -366,8 +400,13 @@ def _wipe(directory: Path, settings: IndexSettings) -> None:
         from codeqa.retrieval.stores.weaviate import drop_weaviate_index
 
         drop_weaviate_index(settings, directory)
+    _remove(directory, WIPED_NAMES)
+
+
+def _remove(directory: Path, names: Sequence[str]) -> None:
+    """Delete codeqa's own `names` in `directory` (files or folders), never a link's target."""
     try:
-        for name in WIPED_NAMES:
+        for name in names:
             path = directory / name
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)

@@ -30,6 +30,9 @@ class Manifest:
     # manifests written before this field, so the next run checks them.
     indexes_settled: bool = False
     git_commit: str | None = None  # HEAD of the repository when a run last wrote the index
+    # The code graph's format (retrieval/graph GRAPH_VERSION) beside this index; 0 for
+    # indexes made before the graph: another value wipes the graph and reads every file again.
+    graph_version: int = 0
     format_version: int = INDEX_FORMAT_VERSION
 
     @classmethod
@@ -55,6 +58,7 @@ class Manifest:
                 complete_chunks=data.get("complete_chunks"),
                 indexes_settled=bool(data.get("indexes_settled", False)),
                 git_commit=data.get("git_commit"),
+                graph_version=int(data.get("graph_version", 0)),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -78,6 +82,7 @@ class Manifest:
             "complete_chunks": self.complete_chunks,
             "indexes_settled": self.indexes_settled,
             "git_commit": self.git_commit,
+            "graph_version": self.graph_version,
         }
         try:
             with open(temporary, "w", encoding="utf-8") as handle:

@@ -10,7 +10,18 @@ from codeqa.retrieval.offline import prepare_offline_environment
 
 # Each command group lives in its own module exposing `register(subparsers)`.
 # Imported lazily by name so `codeqa search` does not pay for litellm or Textual.
-COMMAND_MODULES = ("index", "search", "ask", "chat", "watch", "eval", "chunks", "mcp", "status")
+COMMAND_MODULES = (
+    "index",
+    "search",
+    "ask",
+    "chat",
+    "watch",
+    "eval",
+    "chunks",
+    "mcp",
+    "status",
+    "graph",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

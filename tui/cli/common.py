@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codeqa.retrieval.discovery.root import RepoRoot, repository_root
 from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.index import Index
 
 REPO_HELP = "a folder in the repository (default: .); its git root's index is used"
 
@@ -58,3 +63,34 @@ def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
     for warning in settings.warnings:
         print(f"codeqa: warning: {warning}", file=sys.stderr)
     return settings
+
+
+def open_fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -> Index:
+    """The existing index of `repo`, with files changed on disk since it was built re-read.
+
+    With `load_model` (a search that embeds its query) the model loads while the store opens.
+    Unlike `codeqa ask` it never creates an index: with none, open_index says how to
+    build one. On an unchanged repository the check is one scan of the files.
+    """
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import refresh_for_keywords
+    from codeqa.tui.cli.progress import update_line
+
+    # Raises IndexNotFound before anything is written.
+    index = open_index(repo, settings, load_model=load_model)
+    try:
+        # No progress bar: the command prints its results, plus one line if the index changed.
+        report = refresh_for_keywords(repo, settings)
+    except BaseException:
+        index.close()
+        raise
+    if report is None:
+        print(
+            "codeqa: note: another codeqa process is updating this index; using it as it is",
+            file=sys.stderr,
+        )
+    elif line := update_line(report):
+        print(line, file=sys.stderr)
+        index.close()  # its file list is the old one: reopen on the updated manifest
+        return open_index(repo, settings, load_model=load_model)
+    return index

@@ -18,12 +18,12 @@ from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
+    open_fresh_index,
     repository_from_args,
     settings_from_args,
 )
 
 if TYPE_CHECKING:
-    from codeqa.retrieval.config import IndexSettings
     from codeqa.retrieval.discovery.root import RepoRoot
     from codeqa.retrieval.index import Index
 
@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     repo = repository_from_args(args.repo, "searching", limited=True)
     settings = settings_from_args(args, repo.root)
     mode = SearchMode(args.mode)
-    with _fresh_index(repo.root, settings.index, load_model=mode is not SearchMode.BM25) as index:
+    with open_fresh_index(
+        repo.root, settings.index, load_model=mode is not SearchMode.BM25
+    ) as index:
         missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
         if missing:
             print(
@@ -123,37 +125,6 @@ def run(args: argparse.Namespace) -> int:
     for hit in hits:
         print(_format_hit(hit))
     return 0
-
-
-def _fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -> Index:
-    """The existing index of `repo`, with files changed on disk since it was built re-read.
-
-    With `load_model` (a search that embeds its query) the model loads while the store opens.
-    Unlike `codeqa ask` this never creates an index: with none, open_index says how to
-    build one. On an unchanged repository the check is one scan of the files.
-    """
-    from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import refresh_for_keywords
-    from codeqa.tui.cli.progress import update_line
-
-    # Raises IndexNotFound before anything is written.
-    index = open_index(repo, settings, load_model=load_model)
-    try:
-        # No progress bar: a search prints results, plus one line if the index changed.
-        report = refresh_for_keywords(repo, settings)
-    except BaseException:
-        index.close()
-        raise
-    if report is None:
-        print(
-            "codeqa: note: another codeqa process is updating this index; searching it as it is",
-            file=sys.stderr,
-        )
-    elif line := update_line(report):
-        print(line, file=sys.stderr)
-        index.close()  # its file list is the old one: reopen on the updated manifest
-        return open_index(repo, settings, load_model=load_model)
-    return index
 
 
 def _search_within(

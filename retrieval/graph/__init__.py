@@ -1,0 +1,36 @@
+"""The code graph: definitions, calls, imports and bases read from tree-sitter trees.
+
+Built with the index (`build.refresh_graph`), queried through `Graph`.
+"""
+
+from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
+from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH, Graph
+from codeqa.retrieval.graph.records import (
+    AMBIGUOUS,
+    RESOLVED,
+    UNRESOLVED,
+    Definition,
+    Impact,
+    Reference,
+)
+from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore
+
+# Bump when what the graph stores changes: indexes with another version rebuild their graph.
+GRAPH_VERSION = 1
+
+__all__ = [
+    "AMBIGUOUS",
+    "DEFAULT_IMPACT_DEPTH",
+    "GRAPH_FILES",
+    "GRAPH_NAME",
+    "GRAPH_VERSION",
+    "RESOLVED",
+    "UNRESOLVED",
+    "Definition",
+    "Graph",
+    "GraphStore",
+    "GraphUpdate",
+    "Impact",
+    "Reference",
+    "refresh_graph",
+]

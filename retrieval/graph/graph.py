@@ -1,0 +1,494 @@
+"""Questions the code graph answers: definitions, references, callers, callees, impact.
+
+Calls are stored with the callee name as written and resolved here, at query time, so an
+edit to one file never leaves stale edges into it. Resolution is best effort but honest:
+a name is followed only through the calling file's own definitions, its imports (aliases
+followed, re-exports a few hops), `self.`/`cls.`/`this.` methods of the enclosing class and
+its resolved bases, and (Go, Java) the files of the same package. A name with several
+candidate definitions is reported with all of them, marked ambiguous; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from codeqa.retrieval.errors import UnknownSymbol
+from codeqa.retrieval.graph.records import (
+    AMBIGUOUS,
+    KIND_CLASS,
+    REF_CALL,
+    REF_IMPORT,
+    REF_INHERIT,
+    RESOLVED,
+    UNRESOLVED,
+    Call,
+    Definition,
+    Impact,
+    Import,
+    Reference,
+)
+from codeqa.retrieval.graph.store import GraphStore
+
+# How many imports, re-exports and base classes one resolution follows: enough for
+# `requests.get` → requests/__init__.py → requests/api.py, bounded against cycles.
+MAX_HOPS = 4
+# Impact's default reach: callers of callers, importers of importers.
+DEFAULT_IMPACT_DEPTH = 2
+
+_JS_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
+_JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "/index.js")
+# Languages whose files see the definitions of the other files in their folder unimported.
+_PACKAGE_LANGUAGES = frozenset({"go", "java"})
+# File names that stand for their folder as a module.
+_FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
+
+
+@dataclass(slots=True)
+class _FileContext:
+    path: str
+    language: str
+    # By qualname; a list, as code may define one name twice (`try: def f … except: def f`).
+    definitions: dict[str, list[Definition]]
+    imports: dict[str, list[Import]] = field(default_factory=dict)  # by alias
+    star_imports: list[Import] = field(default_factory=list)
+    bases: dict[str, list[str]] = field(default_factory=dict)  # class qualname → bases
+
+    def enclosing_class(self, qualname: str | None) -> str | None:
+        parts = qualname.split(".") if qualname else []
+        for end in range(len(parts), 0, -1):
+            candidates = self.definitions.get(".".join(parts[:end]), [])
+            if any(candidate.kind == KIND_CLASS for candidate in candidates):
+                return candidates[0].qualname
+            if ".".join(parts[:end]) in self.bases:  # Rust impl types have bases, no definition
+                return ".".join(parts[:end])
+        return None
+
+
+class Graph:
+    """Queries over one index's code graph, caching what they read until the graph changes."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self._store = store
+        self._version = store.data_version()
+        self._contexts: dict[str, _FileContext] = {}
+        self._languages: dict[str, str] | None = None
+        self._tests: dict[str, bool] = {}
+        self._by_suffix: dict[str, list[str]] | None = None
+        self._resolved: dict[tuple[str, str | None, str], tuple[Definition, ...]] = {}
+
+    def close(self) -> None:
+        self._store.close()
+
+    def _forget_if_changed(self) -> None:
+        """Drop what was cached from the graph if a refresh has written to it since."""
+        version = self._store.data_version()
+        if version != self._version:
+            self._version = version
+            self._contexts.clear()
+            self._resolved.clear()
+            self._languages = None
+            self._by_suffix = None
+
+    # -- public queries --
+
+    def definitions(self, symbol: str) -> list[Definition]:
+        """Definitions named `symbol`: a name (`get`) or a dotted tail (`Session.get`, `api.get`).
+
+        A dotted symbol may start with module names: `requests.api.get` is `get` in a file
+        whose path ends in requests/api.*.
+        """
+        self._forget_if_changed()
+        name = symbol.rsplit(".", 1)[-1]
+        found = self._store.definitions_named(name)
+        if "." in symbol:
+            found = [
+                d for d in found if _full_name(d) == symbol or _full_name(d).endswith("." + symbol)
+            ]
+        return sorted(found, key=lambda d: (d.path, d.start_line))
+
+    def callers(self, symbol: str) -> list[Reference]:
+        """Call sites resolved (or ambiguously resolved) to a definition of `symbol`."""
+        return self._calls_into(self._require(symbol), include_unresolved=False)
+
+    def references(self, symbol: str) -> list[Reference]:
+        """Calls, imports and base-class mentions of `symbol`; unresolved same-name calls too."""
+        targets = self._require(symbol)
+        found = self._calls_into(targets, include_unresolved=True)
+        wanted = set(targets)
+        for name in sorted({t.name for t in targets}):
+            for imported in self._store.imports_naming([name]):
+                if imported.name != name:
+                    continue
+                hits = self._through_import(imported.path, imported, [], MAX_HOPS)
+                if wanted & set(hits):
+                    found.append(
+                        self._reference(
+                            imported.path,
+                            imported.line,
+                            REF_IMPORT,
+                            f"{imported.module}.{name}",
+                            None,
+                            hits,
+                        )
+                    )
+        for name in self._spellings(targets):
+            for base in self._store.subclasses_named(name):
+                context = self._context(base.path)
+                hits = self._resolve_name(base.path, base.base.split("."), None, MAX_HOPS)
+                if wanted & set(hits):
+                    subclass = next(iter(context.definitions.get(base.qualname, [])), None)
+                    line = subclass.start_line if subclass else 0
+                    found.append(
+                        self._reference(base.path, line, REF_INHERIT, base.base, subclass, hits)
+                    )
+        return sorted(found, key=lambda r: (r.path, r.line))
+
+    def callees(self, symbol: str) -> list[Reference]:
+        """The calls each definition of `symbol` makes, resolved where the graph can."""
+        found: list[Reference] = []
+        for definition in self._require(symbol):
+            for call in self._store.calls_by(definition.path, definition.qualname):
+                targets = self.resolve(call)
+                found.append(
+                    self._reference(
+                        call.path, call.line, REF_CALL, call.callee, definition, targets
+                    )
+                )
+        return found
+
+    def impact(self, target: str, depth: int = DEFAULT_IMPACT_DEPTH) -> Impact:
+        """What may break when `target` (a file path or a symbol) changes, `depth` hops out."""
+        self._forget_if_changed()
+        languages = self._file_languages()
+        if target in languages:
+            starts = [d for d in self._store.definitions_in(target)]
+            paths = {target}
+        elif "/" in target:
+            raise UnknownSymbol(f"{target!r} is not a file in the code graph")
+        else:
+            starts = self._require(target)
+            paths = {d.path for d in starts}
+        seen = set(starts)
+        callers: list[Definition] = []
+        frontier = starts
+        for _ in range(depth):
+            found: list[Definition] = []
+            for reference in self._calls_into(frontier, include_unresolved=False):
+                caller = reference.context
+                if caller is not None and caller not in seen and caller.path not in paths:
+                    seen.add(caller)
+                    found.append(caller)
+            callers.extend(found)
+            frontier = found
+        importers: set[str] = set()
+        frontier_paths = set(paths)
+        for _ in range(depth):
+            found_paths = {p for path in frontier_paths for p in self.importers(path)}
+            frontier_paths = found_paths - importers - paths
+            importers |= frontier_paths
+        reached = paths | importers | {c.path for c in callers}
+        return Impact(
+            targets=tuple(starts),
+            callers=tuple(sorted(callers, key=lambda d: (d.path, d.start_line))),
+            importers=tuple(sorted(importers)),
+            tests=tuple(sorted(p for p in reached if self._is_test(p))),
+        )
+
+    def importers(self, path: str) -> list[str]:
+        """Files whose imports resolve to `path`."""
+        self._forget_if_changed()
+        folder, name = posixpath.split(path)
+        stem = name.split(".", 1)[0]
+        keys = {stem, posixpath.basename(folder)} - {""}
+        found: set[str] = set()
+        for imported in self._store.imports_naming(keys):
+            if imported.path == path or imported.path in found:
+                continue
+            language = self._language(imported.path)
+            files = set(self._module_files(imported.path, language, imported.module))
+            if imported.name and imported.name != "default":
+                joined = _join_module(language, imported.module, imported.name)
+                files |= set(self._module_files(imported.path, language, joined))
+            if path in files:
+                found.add(imported.path)
+        return sorted(found)
+
+    def tests_for(self, path: str) -> list[str]:
+        """Test files that import `path` (test ↔ code links by convention and imports)."""
+        return [p for p in self.importers(path) if self._is_test(p)]
+
+    def resolve(self, call: Call) -> tuple[Definition, ...]:
+        """The definitions `call` may reach: none (unresolved), one, or all candidates."""
+        key = (call.path, call.caller, call.callee)
+        if key not in self._resolved:
+            self._resolved[key] = tuple(dict.fromkeys(self._resolve(call)))
+        return self._resolved[key]
+
+    # -- resolution --
+
+    def _resolve(self, call: Call) -> list[Definition]:
+        parts = call.callee.split(".")
+        if parts[0] == "?":
+            return []  # `f().g()`, `super().g()`: the object's type is unknown here
+        if parts[0] == "self":
+            owner = self._context(call.path).enclosing_class(call.caller)
+            if owner is None or len(parts) != 2:
+                return []
+            return self._method(call.path, owner, parts[1], MAX_HOPS)
+        return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
+
+    def _resolve_name(
+        self, path: str, parts: list[str], scope: str | None, hops: int
+    ) -> list[Definition]:
+        context = self._context(path)
+        scopes = scope.split(".") if scope else []
+        for end in range(len(scopes), -1, -1):
+            local = context.definitions.get(".".join([*scopes[:end], *parts]))
+            if local:
+                return local
+        if len(parts) == 2 and context.enclosing_class(parts[0]) == parts[0]:
+            return self._method(path, parts[0], parts[1], hops)
+        for end in range(len(parts), 0, -1):
+            imports = context.imports.get(".".join(parts[:end]))
+            if imports:
+                found: list[Definition] = []
+                for imported in imports:
+                    found.extend(self._through_import(path, imported, parts[end:], hops))
+                return found
+        found = []
+        for imported in context.star_imports:
+            files = self._module_files(path, context.language, imported.module)
+            found.extend(self._lookup(files, parts, hops))
+        if not found and context.language in _PACKAGE_LANGUAGES:
+            folder = posixpath.dirname(path)
+            siblings = [p for p in self._files_in(folder, context.language) if p != path]
+            found = self._lookup(siblings, parts, 0)
+        return found
+
+    def _through_import(
+        self, path: str, imported: Import, rest: list[str], hops: int
+    ) -> list[Definition]:
+        if hops <= 0:
+            return []
+        language = self._language(path)
+        files = self._module_files(path, language, imported.module)
+        if imported.name is None or imported.name == "default":
+            if imported.name == "default" and not rest:
+                return self._lookup(files, [imported.alias], hops - 1)
+            return self._lookup(files, rest, hops - 1) if rest else []
+        found = self._lookup(files, [imported.name, *rest], hops - 1)
+        if not found and rest:  # `from pkg import module` then `module.f()`
+            submodule = _join_module(language, imported.module, imported.name)
+            found = self._lookup(self._module_files(path, language, submodule), rest, hops - 1)
+        return found
+
+    def _lookup(self, files: Iterable[str], parts: list[str], hops: int) -> list[Definition]:
+        """`parts` defined in `files`, following their own imports (re-exports) `hops` deep."""
+        found: list[Definition] = []
+        qualname = ".".join(parts)
+        for path in files:
+            context = self._context(path)
+            defined = context.definitions.get(qualname)
+            if defined:
+                found.extend(defined)
+            elif len(parts) == 2 and context.enclosing_class(parts[0]) == parts[0]:
+                found.extend(self._method(path, parts[0], parts[1], hops))
+            elif hops > 0 and parts and parts[0] in context.imports:
+                for imported in context.imports[parts[0]]:
+                    found.extend(self._through_import(path, imported, parts[1:], hops))
+        return found
+
+    def _method(self, path: str, owner: str, method: str, hops: int) -> list[Definition]:
+        """`owner.method` in `path`, else in the first base class (resolved) that has it."""
+        context = self._context(path)
+        defined = context.definitions.get(f"{owner}.{method}")
+        if defined:
+            return defined
+        if hops <= 0:
+            return []
+        for base in context.bases.get(owner, []):
+            for base_class in self._resolve_name(path, base.split("."), None, hops - 1):
+                if base_class.kind != KIND_CLASS:
+                    continue
+                found = self._method(base_class.path, base_class.qualname, method, hops - 1)
+                if found:
+                    return found
+        return []
+
+    # -- calls into definitions --
+
+    def _spellings(self, targets: list[Definition]) -> list[str]:
+        """The names calls to `targets` may use: their own, and aliases they are imported as."""
+        names = {t.name for t in targets}
+        for imported in self._store.imports_naming(names):
+            if imported.name in names and imported.alias and imported.alias != "*":
+                names.add(imported.alias.rsplit(".", 1)[-1])
+        return sorted(names)
+
+    def _calls_into(
+        self, targets: list[Definition], *, include_unresolved: bool
+    ) -> list[Reference]:
+        wanted = set(targets)
+        found: list[Reference] = []
+        for name in self._spellings(targets):
+            for call in self._store.calls_named(name):
+                reached = self.resolve(call)
+                if wanted & set(reached) or (include_unresolved and not reached):
+                    context = self._caller(call)
+                    found.append(
+                        self._reference(
+                            call.path, call.line, REF_CALL, call.callee, context, reached
+                        )
+                    )
+        return sorted(found, key=lambda r: (r.path, r.line))
+
+    @staticmethod
+    def _reference(
+        path: str,
+        line: int,
+        how: str,
+        written: str,
+        context: Definition | None,
+        targets: Iterable[Definition],
+    ) -> Reference:
+        unique = tuple(dict.fromkeys(targets))
+        resolution = UNRESOLVED if not unique else RESOLVED if len(unique) == 1 else AMBIGUOUS
+        return Reference(path, line, how, written, context, resolution, unique)
+
+    def _require(self, symbol: str) -> list[Definition]:
+        found = self.definitions(symbol)
+        if not found:
+            raise UnknownSymbol(f"no definition of {symbol!r} in the code graph")
+        return found
+
+    # -- files and modules --
+
+    def _context(self, path: str) -> _FileContext:
+        context = self._contexts.get(path)
+        if context is None:
+            definitions: dict[str, list[Definition]] = {}
+            for definition in self._store.definitions_in(path):
+                definitions.setdefault(definition.qualname, []).append(definition)
+            context = _FileContext(path, self._language(path), definitions)
+            for imported in self._store.imports_in(path):
+                if imported.alias == "*":
+                    context.star_imports.append(imported)
+                elif imported.alias:
+                    context.imports.setdefault(imported.alias, []).append(imported)
+            for base in self._store.bases_in(path):
+                context.bases.setdefault(base.qualname, []).append(base.base)
+            self._contexts[path] = context
+        return context
+
+    def _caller(self, call: Call) -> Definition | None:
+        """The definition making `call`: of two with its name, the one spanning its line."""
+        candidates = self._context(call.path).definitions.get(call.caller or "", [])
+        spanning = [d for d in candidates if d.start_line <= call.line <= d.end_line]
+        return next(iter(spanning or candidates), None)
+
+    def _file_languages(self) -> dict[str, str]:
+        if self._languages is None:
+            rows = self._store.files()
+            self._languages = {path: language for path, language, _ in rows}
+            self._tests = {path: is_test for path, _, is_test in rows}
+        return self._languages
+
+    def _language(self, path: str) -> str:
+        return self._file_languages().get(path, "")
+
+    def _is_test(self, path: str) -> bool:
+        self._file_languages()
+        return self._tests.get(path, False)
+
+    def _files_in(self, folder: str, language: str) -> list[str]:
+        prefix = folder + "/" if folder else ""
+        return [
+            path
+            for path, lang in self._file_languages().items()
+            if lang == language and posixpath.dirname(path) == folder and path.startswith(prefix)
+        ]
+
+    def _suffixes(self) -> dict[str, list[str]]:
+        """Every path by each of its tails at a `/`: `a/b/c.py` under c.py, b/c.py, a/b/c.py."""
+        if self._by_suffix is None:
+            table: dict[str, list[str]] = {}
+            for path in self._file_languages():
+                parts = path.split("/")
+                for start in range(len(parts)):
+                    table.setdefault("/".join(parts[start:]), []).append(path)
+            self._by_suffix = table
+        return self._by_suffix
+
+    def _module_files(self, importer: str, language: str, module: str) -> list[str]:
+        """The repository files a module name, as written in `importer`, refers to."""
+        languages = self._file_languages()
+        if language == "python":
+            dots = len(module) - len(module.lstrip("."))
+            body = module[dots:].replace(".", "/")
+            if dots:
+                folder = posixpath.dirname(importer)
+                for _ in range(dots - 1):
+                    folder = posixpath.dirname(folder)
+                stem = posixpath.join(folder, body) if body else folder
+                return [c for c in (f"{stem}.py", f"{stem}/__init__.py") if c in languages]
+            return self._rooted((f"{body}.py", f"{body}/__init__.py"), "__init__.py")
+        if language in _JS_LANGUAGES:
+            if not module.startswith("."):
+                return []  # a package from node_modules, not this repository
+            stem = posixpath.normpath(posixpath.join(posixpath.dirname(importer), module))
+            stems = {stem, stem.rsplit(".", 1)[0] if stem.endswith((".js", ".jsx")) else stem}
+            return [s + x for s in sorted(stems) for x in _JS_SUFFIXES if s + x in languages][:1]
+        if language == "go":
+            folders = {posixpath.dirname(p) for p, lang in languages.items() if lang == "go"}
+            matching = [f for f in folders if f and (module == f or module.endswith("/" + f))]
+            if not matching:
+                return []
+            best = max(len(f) for f in matching)
+            return [
+                p
+                for f in matching
+                if len(f) == best
+                for p in self._files_in(f, "go")
+                if not p.endswith("_test.go")
+            ]
+        if language == "rust":
+            parts = [p for p in module.split(".") if p not in ("crate", "self", "super")]
+            body = "/".join(parts)
+            if not body:
+                return self._rooted(("src/lib.rs", "src/main.rs"), None)
+            return self._rooted((f"{body}.rs", f"{body}/mod.rs"), None)
+        if language == "java":
+            return self._rooted((module.replace(".", "/") + ".java",), None)
+        return []
+
+    def _rooted(self, candidates: Iterable[str], package_marker: str | None) -> list[str]:
+        """Files ending in one of `candidates` at a source root, not inside another package.
+
+        With a package marker (Python's __init__.py), `json.py` under `django/core/` is not
+        the `json` module: its folder is a package, so that file is `….core.json`.
+        """
+        table = self._suffixes()
+        found: list[str] = []
+        for candidate in candidates:
+            for path in table.get(candidate, []):
+                root = path[: len(path) - len(candidate)].rstrip("/")
+                if package_marker and root and f"{root}/{package_marker}" in table:
+                    continue
+                found.append(path)
+        return found
+
+
+def _join_module(language: str, module: str, name: str) -> str:
+    if language in _JS_LANGUAGES or language == "go":
+        return f"{module.rstrip('/')}/{name}"
+    return f"{module}.{name}" if module and not module.endswith(".") else module + name
+
+
+def _full_name(definition: Definition) -> str:
+    """`src/requests/api.py` + `get` → `src.requests.api.get`; packages lose their `__init__`."""
+    module = definition.path.rsplit(".", 1)[0].split("/")
+    if module[-1] in _FOLDER_MODULES:
+        module.pop()
+    return ".".join([*module, definition.qualname])

@@ -1,0 +1,117 @@
+"""Which tree-sitter node types define, call, import and inherit, per language.
+
+One table per grammar, like `chunking/grammars.py`: the walker in `extract.py` stays generic.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+_fs = frozenset
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSpec:
+    """Node types of one grammar that the graph reads."""
+
+    functions: frozenset[str]
+    classes: frozenset[str]
+    # Call node type → the field holding what is called (`None`: Java's object + name).
+    calls: dict[str, str | None]
+    imports: frozenset[str]
+    # Names that mean "this object" inside a method (Go's receiver name is added per method).
+    self_names: frozenset[str]
+    # Containers that name the scope of their members without being definitions (Rust impl).
+    scopes: frozenset[str] = _fs()
+    # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m.
+    variable_declarators: frozenset[str] = _fs()
+
+
+_JS = GraphSpec(
+    functions=_fs(
+        {
+            "function_declaration",
+            "generator_function_declaration",
+            "method_definition",
+            "abstract_method_signature",
+        }
+    ),
+    classes=_fs(
+        {
+            "class_declaration",
+            "abstract_class_declaration",
+            "interface_declaration",
+            "enum_declaration",
+        }
+    ),
+    calls={"call_expression": "function", "new_expression": "constructor"},
+    imports=_fs({"import_statement"}),
+    self_names=_fs({"this"}),
+    variable_declarators=_fs({"variable_declarator"}),
+)
+
+SPECS: dict[str, GraphSpec] = {
+    "python": GraphSpec(
+        functions=_fs({"function_definition"}),
+        classes=_fs({"class_definition"}),
+        calls={"call": "function"},
+        imports=_fs({"import_statement", "import_from_statement"}),
+        self_names=_fs({"self", "cls"}),
+    ),
+    "javascript": _JS,
+    "typescript": _JS,
+    "tsx": _JS,
+    "go": GraphSpec(
+        functions=_fs({"function_declaration", "method_declaration"}),
+        classes=_fs({"type_spec"}),
+        calls={"call_expression": "function"},
+        imports=_fs({"import_spec"}),
+        self_names=_fs(),
+    ),
+    "rust": GraphSpec(
+        functions=_fs({"function_item", "function_signature_item"}),
+        classes=_fs({"struct_item", "enum_item", "union_item", "trait_item"}),
+        calls={"call_expression": "function"},
+        imports=_fs({"use_declaration"}),
+        self_names=_fs({"self", "Self"}),
+        scopes=_fs({"impl_item"}),
+    ),
+    "java": GraphSpec(
+        functions=_fs({"method_declaration", "constructor_declaration"}),
+        classes=_fs(
+            {
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+            }
+        ),
+        calls={"method_invocation": None, "object_creation_expression": "type"},
+        imports=_fs({"import_declaration"}),
+        # Not `super`: `super.m()` means the base's m, which `self.m` would not find first.
+        self_names=_fs({"this"}),
+    ),
+}
+
+# File-name conventions for tests, per language family; a folder named like this marks
+# every file under it as a test too.
+# (`test/` alone is not enough: django/test/ is the test framework, shipped code.)
+_TEST_FOLDERS = _fs({"tests", "__tests__", "spec", "specs"})
+
+
+def is_test_path(path: str) -> bool:
+    """Whether `path` is a test file by its language's naming convention."""
+    folder, name = posixpath.split(path)
+    stem, _, extension = name.partition(".")
+    parts = folder.split("/")
+    if any(part in _TEST_FOLDERS for part in parts) or "src/test" in folder:
+        return True
+    if extension == "py":
+        return stem.startswith("test_") or stem.endswith("_test") or stem == "conftest"
+    if extension == "go":
+        return stem.endswith("_test")
+    if extension == "java":
+        return stem.endswith(("Test", "Tests"))
+    # JS/TS: `x.test.ts`, `x.spec.js`.
+    return ".test." in name or ".spec." in name

@@ -1,0 +1,117 @@
+"""What the code graph holds for one file, and what its queries answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+KIND_CLASS = "class"
+KIND_FUNCTION = "function"
+KIND_METHOD = "method"
+
+# How a call site's callee name was matched to definitions (see graph.py).
+RESOLVED = "resolved"
+AMBIGUOUS = "ambiguous"  # two or more candidate definitions; all are kept, none is guessed
+UNRESOLVED = "unresolved"  # only the name as written is known
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """A function, method or class: `qualname` joins the enclosing names (`Session.request`)."""
+
+    path: str
+    qualname: str
+    kind: str
+    start_line: int
+    end_line: int
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """`callee` as written (`self.send`, `pkg.Do`, `Foo::new`, dots for any separator)."""
+
+    path: str
+    caller: str | None  # qualname of the enclosing definition; None at module level
+    callee: str
+    line: int
+
+    @property
+    def name(self) -> str:
+        return self.callee.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """`import a.b as c` → module "a.b", name None, alias "c"; `from x import y as z` → x, y, z.
+
+    JS/TS module specifiers are kept as written (`./m`), Go import paths too, Rust paths and
+    Java names with dots for `::`. `alias` is the name the file uses; `*` for star imports.
+    """
+
+    path: str
+    module: str
+    name: str | None
+    alias: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    """Class `qualname` in `path` inherits from (or implements) `base`, as written."""
+
+    path: str
+    qualname: str
+    base: str
+
+
+@dataclass(slots=True)
+class FileGraph:
+    """Everything the graph extracts from one file."""
+
+    path: str
+    language: str
+    is_test: bool
+    definitions: list[Definition] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)
+    bases: list[Base] = field(default_factory=list)
+
+
+# What a reference is.
+REF_CALL = "call"
+REF_IMPORT = "import"
+REF_INHERIT = "inherit"
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """One place that names a symbol: a call, an import or a base class, and what it resolved to.
+
+    `context` is the definition the reference sits in (None at module level); `targets` are
+    the definitions it resolved to: one when resolved, all candidates when ambiguous.
+    """
+
+    path: str
+    line: int
+    how: str
+    written: str
+    context: Definition | None
+    resolution: str
+    targets: tuple[Definition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Impact:
+    """What may break when a path or symbol changes: each within the depth bound asked for."""
+
+    targets: tuple[Definition, ...]
+    callers: tuple[Definition, ...]
+    importers: tuple[str, ...]
+    tests: tuple[str, ...]

@@ -1,0 +1,194 @@
+"""The graph's rows in one SQLite file beside the index (WAL; one transaction per refresh)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from codeqa.retrieval.errors import IndexMismatch, cannot_write
+from codeqa.retrieval.graph.records import Base, Call, Definition, FileGraph, Import
+
+GRAPH_NAME = "graph.sqlite"
+# SQLite's companions of a WAL database: removed with it by `--rebuild`.
+GRAPH_FILES = (GRAPH_NAME, GRAPH_NAME + "-wal", GRAPH_NAME + "-shm")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,
+    language TEXT, is_test INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS definitions (path TEXT NOT NULL, qualname TEXT NOT NULL,
+    name TEXT NOT NULL, kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS definitions_by_name ON definitions (name);
+CREATE INDEX IF NOT EXISTS definitions_by_path ON definitions (path);
+CREATE TABLE IF NOT EXISTS calls (path TEXT NOT NULL, caller TEXT, callee TEXT NOT NULL,
+    name TEXT NOT NULL, line INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS calls_by_name ON calls (name);
+CREATE INDEX IF NOT EXISTS calls_by_path ON calls (path, caller);
+CREATE TABLE IF NOT EXISTS imports (path TEXT NOT NULL, module TEXT NOT NULL, name TEXT,
+    alias TEXT NOT NULL, line INTEGER NOT NULL, module_leaf TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS imports_by_path ON imports (path);
+CREATE INDEX IF NOT EXISTS imports_by_leaf ON imports (module_leaf);
+CREATE INDEX IF NOT EXISTS imports_by_name ON imports (name);
+CREATE TABLE IF NOT EXISTS bases (path TEXT NOT NULL, qualname TEXT NOT NULL, base TEXT NOT NULL,
+    base_name TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS bases_by_path ON bases (path);
+CREATE INDEX IF NOT EXISTS bases_by_name ON bases (base_name);
+"""
+_TABLES = ("files", "definitions", "calls", "imports", "bases")
+
+
+def module_leaf(module: str) -> str:
+    """The last part of a module as written: `..a.b` → b, `./m/x.js` → x, `a/b/pkg` → pkg."""
+    tail = module.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lstrip(".")
+    if "/" in module:
+        tail = tail.split(".", 1)[0]  # a file name: drop its extension
+    return tail.rsplit(".", 1)[-1]
+
+
+class GraphStore:
+    """Reads and writes the graph's rows; `Graph` (graph.py) answers questions with them."""
+
+    def __init__(self, path: Path, *, writable: bool = False) -> None:
+        self.path = path
+        try:
+            if writable:
+                self._db = sqlite3.connect(path, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(_SCHEMA)
+            else:
+                self._db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as error:
+            if writable:
+                raise cannot_write(path.parent, OSError(str(error))) from None
+            raise IndexMismatch(
+                f"the code graph {path} is unreadable ({error}); run `codeqa index --rebuild`"
+            ) from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writing --
+
+    def file_hashes(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT path, sha256 FROM files"))
+
+    def replace(
+        self, removed: Iterable[str], written: Sequence[tuple[str, str, FileGraph | None]]
+    ) -> None:
+        """Drop the rows of `removed` and of every re-read file, then store the new ones.
+
+        `written` holds (path, sha256, facts) per re-read file; facts are None for a language
+        without a graph table: the file is still recorded, so it is not read again.
+        """
+        stale = [*removed, *(path for path, _, _ in written)]
+        db = self._db
+        try:
+            db.execute("BEGIN")
+            for table in _TABLES:
+                db.executemany(f"DELETE FROM {table} WHERE path = ?", [(p,) for p in stale])
+            for path, sha256, facts in written:
+                if facts is None:
+                    db.execute("INSERT INTO files VALUES (?, ?, NULL, 0)", (path, sha256))
+                else:
+                    self._insert(sha256, facts)
+            db.execute("COMMIT")
+        except sqlite3.Error as error:
+            db.execute("ROLLBACK")
+            raise cannot_write(self.path.parent, OSError(str(error))) from None
+
+    def _insert(self, sha256: str, facts: FileGraph) -> None:
+        db = self._db
+        db.execute(
+            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
+            (facts.path, sha256, facts.language, int(facts.is_test)),
+        )
+        db.executemany(
+            "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (d.path, d.qualname, d.name, d.kind, d.start_line, d.end_line)
+                for d in facts.definitions
+            ],
+        )
+        db.executemany(
+            "INSERT INTO calls VALUES (?, ?, ?, ?, ?)",
+            [(c.path, c.caller, c.callee, c.name, c.line) for c in facts.calls],
+        )
+        db.executemany(
+            "INSERT INTO imports VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (i.path, i.module, i.name, i.alias, i.line, module_leaf(i.module))
+                for i in facts.imports
+            ],
+        )
+        db.executemany(
+            "INSERT INTO bases VALUES (?, ?, ?, ?)",
+            [(b.path, b.qualname, b.base, b.base.rsplit(".", 1)[-1]) for b in facts.bases],
+        )
+
+    # -- reading --
+
+    def data_version(self) -> int:
+        """Changes whenever another connection (a refresh) commits to the graph."""
+        (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        return int(version)
+
+    def files(self) -> list[tuple[str, str, bool]]:
+        """Every file with graph rows: (path, language, is a test)."""
+        rows = self._db.execute(
+            "SELECT path, language, is_test FROM files WHERE language IS NOT NULL"
+        )
+        return [(path, language, bool(is_test)) for path, language, is_test in rows]
+
+    def definitions_named(self, name: str) -> list[Definition]:
+        rows = self._db.execute(
+            "SELECT path, qualname, kind, start_line, end_line FROM definitions WHERE name = ?",
+            (name,),
+        )
+        return [Definition(*row) for row in rows]
+
+    def definitions_in(self, path: str) -> list[Definition]:
+        rows = self._db.execute(
+            "SELECT path, qualname, kind, start_line, end_line FROM definitions WHERE path = ?",
+            (path,),
+        )
+        return [Definition(*row) for row in rows]
+
+    def calls_named(self, name: str) -> list[Call]:
+        rows = self._db.execute(
+            "SELECT path, caller, callee, line FROM calls WHERE name = ?", (name,)
+        )
+        return [Call(*row) for row in rows]
+
+    def calls_by(self, path: str, caller: str) -> list[Call]:
+        rows = self._db.execute(
+            "SELECT path, caller, callee, line FROM calls WHERE path = ? AND caller = ?",
+            (path, caller),
+        )
+        return [Call(*row) for row in rows]
+
+    def imports_in(self, path: str) -> list[Import]:
+        rows = self._db.execute(
+            "SELECT path, module, name, alias, line FROM imports WHERE path = ?", (path,)
+        )
+        return [Import(*row) for row in rows]
+
+    def imports_naming(self, names: Iterable[str]) -> list[Import]:
+        """Imports whose module ends in, or whose imported name is, one of `names`."""
+        wanted = sorted(set(names))
+        marks = ",".join("?" * len(wanted))
+        rows = self._db.execute(
+            "SELECT path, module, name, alias, line FROM imports "
+            f"WHERE module_leaf IN ({marks}) OR name IN ({marks})",
+            (*wanted, *wanted),
+        )
+        return [Import(*row) for row in rows]
+
+    def bases_in(self, path: str) -> list[Base]:
+        rows = self._db.execute("SELECT path, qualname, base FROM bases WHERE path = ?", (path,))
+        return [Base(*row) for row in rows]
+
+    def subclasses_named(self, name: str) -> list[Base]:
+        rows = self._db.execute(
+            "SELECT path, qualname, base FROM bases WHERE base_name = ?", (name,)
+        )
+        return [Base(*row) for row in rows]

@@ -1,0 +1,287 @@
+"""The code graph: what it extracts per language, how it resolves names, how it stays current."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.discovery.walk import DiscoverOptions, discover
+from codeqa.retrieval.graph import (
+    AMBIGUOUS,
+    GRAPH_NAME,
+    RESOLVED,
+    UNRESOLVED,
+    Graph,
+    GraphStore,
+    refresh_graph,
+)
+from codeqa.retrieval.graph.extract import extract
+from codeqa.retrieval.graph.records import Base, Import
+from codeqa.retrieval.records import SourceFile
+
+FIXTURES = Path(__file__).parent / "fixtures" / "graph"
+
+
+def _files(root: Path) -> list[SourceFile]:
+    return [item for item in discover(root) if isinstance(item, SourceFile)]
+
+
+def _build(root: Path, directory: Path) -> Graph:
+    files = _files(root)
+    refresh_graph(directory, root, {f.path: f.sha256 for f in files}, files, DiscoverOptions())
+    return Graph(GraphStore(directory / GRAPH_NAME))
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
+    """The graph of tests/fixtures/graph: one small project per language."""
+    built = _build(FIXTURES, tmp_path_factory.mktemp("graph"))
+    yield built
+    built.close()
+
+
+def _facts(path: str):
+    file = next(f for f in _files(FIXTURES) if f.path == path)
+    facts = extract(file)
+    assert facts is not None
+    return facts
+
+
+def _callers(graph: Graph, symbol: str) -> set[tuple[str, str | None, str]]:
+    return {
+        (r.path, r.context.qualname if r.context else None, r.resolution)
+        for r in graph.callers(symbol)
+    }
+
+
+def test_python_calls_resolve_through_aliased_imports(graph):
+    assert _callers(graph, "pricing.total") == {("python/shop/cart.py", "Cart.checkout", RESOLVED)}
+    assert _callers(graph, "tax.rate") == {("python/shop/cart.py", "Cart.checkout", RESOLVED)}
+    imports = set(_facts("python/shop/cart.py").imports)
+    assert Import("python/shop/cart.py", "shop.tax", None, "tax", 1) in imports
+    assert Import("python/shop/cart.py", ".pricing", "total", "compute_total", 2) in imports
+
+
+def test_self_method_call_resolves_to_the_base_class_method(graph):
+    assert _callers(graph, "Base.describe") == {("python/shop/cart.py", "Cart.add", RESOLVED)}
+
+
+def test_class_and_method_definitions_are_qualified_with_kinds(graph):
+    found = {(d.qualname, d.kind) for d in graph.definitions("checkout")}
+    assert found == {("Cart.checkout", "method")}
+    assert [d.location for d in graph.definitions("shop.cart.Cart")] == [
+        "python/shop/cart.py:10-19"
+    ]
+
+
+def test_a_name_with_two_definitions_stays_ambiguous_with_both_candidates(graph):
+    (reference,) = graph.callers("helper")
+    assert reference.resolution == AMBIGUOUS
+    assert {t.path for t in reference.targets} == {
+        "python/shop/dupes_a.py",
+        "python/shop/dupes_b.py",
+    }
+
+
+def test_inheritance_is_read_in_every_language(graph):
+    bases = {
+        fact
+        for path in (
+            "python/shop/cart.py",
+            "js/lib/math.ts",
+            "go/geo/shape.go",
+            "rust/src/shapes.rs",
+            "java/src/main/java/com/ex/Bar.java",
+        )
+        for fact in _facts(path).bases
+    }
+    assert Base("python/shop/cart.py", "Cart", "Base") in bases
+    assert Base("js/lib/math.ts", "Calc", "Root") in bases
+    assert Base("js/lib/math.ts", "Calc", "Shape") in bases
+    assert Base("go/geo/shape.go", "Square", "Base") in bases
+    assert Base("rust/src/shapes.rs", "Square", "Area") in bases
+    assert Base("java/src/main/java/com/ex/Bar.java", "Bar", "Foo") in bases
+
+
+def test_js_imports_keep_aliases_and_require_bindings(graph):
+    imports = {(i.module, i.name, i.alias) for i in _facts("js/app.js").imports}
+    assert imports == {
+        ("./lib/math", "add", "plus"),
+        ("./lib/math", "Calc", "Calc"),
+        ("./lib/base", "Base", "Foundation"),
+    }
+    assert _callers(graph, "math.add") == {
+        ("js/app.js", "main", RESOLVED),
+        ("js/app.test.js", None, RESOLVED),
+        ("js/lib/math.ts", "Calc.twice", RESOLVED),
+    }
+    references = {(r.path, r.how) for r in graph.references("base.Base")}
+    assert ("js/lib/math.ts", "inherit") in references  # `extends Root`, Root imported as Base
+    assert ("js/app.js", "call") in references  # `new Foundation()`
+
+
+def test_go_receiver_and_same_package_calls_resolve(graph):
+    assert _callers(graph, "Square.edge") == {("go/geo/shape.go", "Square.Area", RESOLVED)}
+    assert _callers(graph, "clamp") == {("go/geo/shape.go", "Square.edge", RESOLVED)}
+
+
+def test_rust_impl_methods_are_named_by_their_type_and_use_aliases_resolve(graph):
+    assert _callers(graph, "Square.new") == {("rust/src/lib.rs", "run", RESOLVED)}
+
+
+def test_java_this_static_and_constructor_calls_resolve(graph):
+    callees = {(r.written, tuple(t.qualname for t in r.targets)) for r in graph.callees("Bar.run")}
+    assert callees == {("self.step", ("Bar.step",)), ("Foo.s", ("Foo.s",)), ("Foo", ("Foo",))}
+
+
+def test_test_files_are_linked_to_the_code_they_import_and_call(graph):
+    assert graph.tests_for("js/lib/math.ts") == ["js/app.test.js"]
+    assert graph.impact("shop.cart.Cart").tests == ("python/tests/test_cart.py",)
+
+
+def test_malformed_code_gives_a_partial_graph(graph):
+    assert [d.qualname for d in graph.definitions("intact")] == ["intact"]
+    (call,) = graph.callees("intact")
+    assert (call.written, call.resolution) == ("rate_of", UNRESOLVED)
+
+
+@pytest.mark.parametrize(
+    ("language", "suffix"),
+    [("python", "py"), ("typescript", "ts"), ("go", "go"), ("rust", "rs"), ("java", "java")],
+)
+def test_garbage_never_crashes_the_extractor(language, suffix):
+    text = "class (( def ) { fn ]] import from ;; -> 'unterminated\n" * 20 + "x(" * 500
+    assert extract(SourceFile(f"junk.{suffix}", language, text, "0")) is not None
+
+
+def test_an_edit_that_removes_a_call_removes_its_edge(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "python", repo)
+    directory = tmp_path / "index"
+    directory.mkdir()
+    graph = _build(repo, directory)  # kept open: a long-lived reader sees each refresh
+    try:
+        assert len(graph.callers("rate")) == 1
+        assert len(graph.callers("total")) == 1
+        cart = repo / "shop" / "cart.py"
+        cart.write_text(cart.read_text().replace(" + tax.rate()", ""))
+        _build(repo, directory).close()
+        assert graph.callers("rate") == []
+
+        # The same call, now bound to another function: no edge is left from before.
+        text = cart.read_text().replace("from .pricing import total", "from .tax import rate")
+        cart.write_text(text)
+        (repo / "shop" / "pricing.py").unlink()
+        _build(repo, directory).close()
+        assert graph.definitions("total") == []
+        assert _callers(graph, "rate") == {("shop/cart.py", "Cart.checkout", RESOLVED)}
+        assert _callers(graph, "Base.describe") == {("shop/cart.py", "Cart.add", RESOLVED)}
+    finally:
+        graph.close()
+
+
+def test_the_index_keeps_its_graph_current_and_rebuilds_it_on_a_format_change(tmp_path):
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.retrieval.manifest import Manifest
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "python", repo)
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    first = build_index(repo, settings, embed=False)
+    assert first.graph_files_read == len(_files(repo))
+    (repo / "shop" / "tax.py").write_text("def rate():\n    return levy()\n")
+    assert build_index(repo, settings, embed=False).graph_files_read == 1
+    manifest = Manifest.load(tmp_path / "index")
+    assert manifest is not None
+    manifest.graph_version = 0  # as an index made by an older codeqa
+    manifest.save(tmp_path / "index")
+    again = build_index(repo, settings, embed=False)
+    assert again.graph_files_read == len(_files(repo))
+    build_index(repo, settings, embed=False, rebuild=True)
+    graph = Graph(GraphStore(tmp_path / "index" / GRAPH_NAME))
+    try:
+        assert [c.written for c in graph.callees("rate")] == ["levy"]
+    finally:
+        graph.close()
+
+
+def test_cli_builds_a_missing_graph_prints_json_and_one_error_line_for_unknown_symbols(
+    tmp_path, capsys
+):
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.retrieval.manifest import Manifest
+    from codeqa.tui.cli import main
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "python", repo)
+    build_index(repo, IndexSettings(index_dir=tmp_path / "index"), embed=False)
+    # As an index made before the graph existed: the command's refresh builds it.
+    manifest = Manifest.load(tmp_path / "index")
+    assert manifest is not None
+    manifest.graph_version = 0
+    manifest.save(tmp_path / "index")
+    (tmp_path / "index" / GRAPH_NAME).unlink()
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index")]
+    capsys.readouterr()
+
+    assert main(["callers", "total", *where, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["definitions"] == [
+        {
+            "path": "shop/pricing.py",
+            "start_line": 1,
+            "end_line": 2,
+            "symbol": "total",
+            "kind": "function",
+        }
+    ]
+    (reference,) = printed["references"]
+    assert (reference["path"], reference["line"], reference["written"]) == (
+        "shop/cart.py",
+        19,
+        "compute_total",
+    )
+    assert reference["context"]["symbol"] == "Cart.checkout"
+    assert reference["resolution"] == RESOLVED
+
+    assert main(["impact", "shop/pricing.py", *where]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "shop/cart.py:18-19  Cart.checkout  (method)  [caller]" in lines
+
+    assert main(["refs", "no_such_name", *where]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        "codeqa: error: no definition of 'no_such_name' in the code graph"
+    ]
+
+
+def test_a_name_defined_twice_in_one_file_stays_ambiguous(graph):
+    (reference,) = graph.callers("compat.dumps")
+    assert (reference.context.qualname, reference.resolution) == ("save", AMBIGUOUS)
+    assert [t.start_line for t in reference.targets] == [4, 8]
+
+
+def test_agent_tools_turn_callers_into_hits_on_the_calling_chunks(tmp_path):
+    from codeqa.agent.tools import RepoTools
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "python", repo)
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(repo, settings, embed=False)
+    with open_index(repo, settings) as index:
+        tools = RepoTools(index, index.graph)
+        callers = tools.callers("total")
+        assert [(r.path, r.line) for r in callers] == [("shop/cart.py", 19)]
+        (hit,) = tools.reference_hits(callers, 1.0)
+        assert hit.chunk.path == "shop/cart.py"
+        assert hit.chunk.start_line <= 19 <= hit.chunk.end_line
+        assert [d.qualname for d in tools.definitions("Cart.add")] == ["Cart.add"]
+        assert tools.callers("no_such_name") == []
+        assert RepoTools(index).callees("Cart.checkout") == []
