@@ -102,3 +102,8 @@ def test_prose_chunks_rank_below_code_that_scored_close_to_them():
     assert [h.chunk.path for h in ranked] == ["src/app.py", "CHANGES.rst", "docs/api.md"]
     unpenalised = rerank(hits, analysis, {}, RankingTuning(prose_penalty=0), limit=3)
     assert [h.chunk.path for h in unpenalised][0] == "CHANGES.rst"
+
+
+def test_a_dollar_prefixed_name_is_a_symbol_with_its_dollar() -> None:
+    analysis = analyze_query("How does $ZodDiscriminatedUnion pick the option to parse?")
+    assert "$ZodDiscriminatedUnion" in analysis.symbols
