@@ -130,3 +130,5 @@ class SearchHit:
 
     chunk: Chunk
     score: float
+    # Other chunks with exactly this text, ranked lower and left out: `path:start-end` each.
+    also_at: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 from codeqa.tui.settings import TRUST_FLAG
 
@@ -48,6 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only results under these paths (repeatable): `lib/`, `src/v4/**`, `*.ts`",
+    )
+    parser.add_argument(
         "--show-sources", action="store_true", help="print the cited lines after the answer"
     )
     add_index_arguments(parser)
@@ -69,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         LLMClient(agent).check()
     index = _fresh_index(args.repo, settings.index)
     with index:
+        index.scope = PathScope(tuple(args.path))
         coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
         if coverage.missing and agent.search_mode is not SearchMode.BM25:
             print(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
+from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import add_index_arguments, settings_from_args
 
 if TYPE_CHECKING:
@@ -40,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per result")
     parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only results under these paths (repeatable): `lib/`, `src/v4/**`, `*.ts`",
+    )
+    parser.add_argument(
         "--queries-file",
         type=Path,
         help='JSONL of {"id", "question"}: run all on one loaded index, one JSON line per query',
@@ -58,6 +66,7 @@ def hit_to_json(hit: SearchHit) -> dict[str, object]:
         "kind": str(chunk.kind),
         "score": round(hit.score, 6),
         "text": chunk.text,
+        "also_at": list(hit.also_at),
     }
 
 
@@ -88,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, args.repo)
     mode = SearchMode(args.mode)
     with _fresh_index(args.repo, settings.index) as index:
+        index.scope = PathScope(tuple(args.path))
         missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
         if missing:
             print(
@@ -156,5 +166,7 @@ def _capped(query: str, name: str) -> str:
 def _format_hit(hit: SearchHit) -> str:
     chunk = hit.chunk
     head = f"{chunk.location}  {chunk.symbol or '-'}  {hit.score:.4f}"
+    if hit.also_at:
+        head += f"  (also at {', '.join(hit.also_at)})"
     snippet = [line.strip() for line in chunk.text.splitlines() if line.strip()][:SNIPPET_LINES]
     return "\n".join([head, *(f"    {line[:120]}" for line in snippet), ""])
