@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from codeqa.retrieval.discovery.walk import DiscoverOptions, discover, read_repo_file
 from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
+from codeqa.tui.settings import CONFIG_FILE_NAME, load_settings
 
 SOURCE_JS = "export function mergeConfig(a, b) {\n  return { ...a, ...b };\n}\n"
 
@@ -174,3 +176,15 @@ def test_reading_one_generated_file_gives_the_same_verdict_as_the_walk(tmp_path:
         walked = _outcome(tmp_path)[rel]
         read = read_repo_file(tmp_path, rel)
         assert isinstance(read, SkippedFile) and read.reason is walked
+
+
+def test_include_generated_is_off_by_default_and_set_from_codeqa_toml_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert load_settings(repo, environ={}).index.include_generated is False
+    assert load_settings(repo, environ={"CODEQA_INCLUDE_GENERATED": "1"}).index.include_generated
+    (repo / CONFIG_FILE_NAME).write_text("include_generated = true\n")
+    assert load_settings(repo, environ={}).index.include_generated is True
