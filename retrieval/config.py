@@ -38,6 +38,7 @@ class IndexSettings:
     embed_model: str | None = None  # None: the offline default (or what the index was built with)
     store: str = "lancedb"
     max_file_bytes: int = 1_000_000
+    include_generated: bool = False  # index build output and generated files too
     weaviate_url: str | None = None
     weaviate_grpc_port: int | None = None
     vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir

@@ -47,6 +47,7 @@ from codeqa.retrieval.records import (
 )
 from codeqa.retrieval.search.query import analyze_query
 from codeqa.retrieval.search.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
+from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.stores.protocol import QueryVector
 
 
@@ -73,6 +74,7 @@ class Index:
         with model_loading(self.embedder, wanted=True) if loading else nullcontext():
             self._store = open_store(settings, directory, manifest.embedder_dim)
         self.ranking = RankingTuning()
+        self.scope = PathScope()  # `--path`: every search (the agent's too) stays inside it
         self._paths: PathResolver | None = None
         self._graph: Graph | None = None
 
@@ -105,8 +107,11 @@ class Index:
             text = analysis.embedding_query if tuning.embed_prose_only else query
             # Handed over uncomputed: the store embeds it while its BM25 leg runs.
             vector = partial(self.embedder.embed_query, text)
-        depth = max(limit * tuning.candidates_per_result, tuning.min_candidates)
+        depth = max(limit, tuning.min_candidates)
+        if not self.scope.is_everything:
+            depth *= tuning.scoped_candidates_factor
         hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
+        hits = [hit for hit in hits if self.scope.admits(hit.chunk.path)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
         return rerank(hits, analysis, mentioned, tuning, limit)
 
@@ -133,7 +138,10 @@ class Index:
         return self._graph
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
-        return self._store.find_symbol(name, limit)
+        if self.scope.is_everything:
+            return self._store.find_symbol(name, limit)
+        found = self._store.find_symbol(name, limit * self.ranking.scoped_candidates_factor)
+        return [chunk for chunk in found if self.scope.admits(chunk.path)][:limit]
 
     def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
         """`path` read now under discovery's rules, as the index holds it; or why it is refused.

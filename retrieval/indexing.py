@@ -418,7 +418,9 @@ def _remove(directory: Path, names: Sequence[str]) -> None:
 
 def discover_options(settings: IndexSettings) -> DiscoverOptions:
     """What discovery skips for this index: the walk and every later read use the same rules."""
-    return DiscoverOptions(max_file_bytes=settings.max_file_bytes)
+    return DiscoverOptions(
+        max_file_bytes=settings.max_file_bytes, include_generated=settings.include_generated
+    )
 
 
 def _scan(

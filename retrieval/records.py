@@ -44,6 +44,11 @@ class SkipReason(StrEnum):
     SYMLINK_OUTSIDE = "symlink outside repo"
     SYMLINK_LOOP = "symlink loop"
     UNREADABLE = "unreadable"
+    # Build output and generated files (discovery/generated.py), unless include_generated.
+    GENERATED_ATTRIBUTES = "generated or vendored per .gitattributes"
+    BUILD_OUTPUT = "build output in dist/"
+    COMPILED_COPY = "compiled copy of a TypeScript source"
+    GENERATED = "generated (bundler/compiler header, source map, .min name)"
     NOT_A_PATH = "not a file path in the repo"  # read_repo_file: "..", "/x", a folder …
     # Index.read_file: the file is fine, but not what the index holds.
     CHANGED = "changed since indexing"
@@ -125,3 +130,5 @@ class SearchHit:
 
     chunk: Chunk
     score: float
+    # Other chunks with exactly this text, ranked lower and left out: `path:start-end` each.
+    also_at: tuple[str, ...] = ()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from codeqa.retrieval.records import Chunk, ChunkKind
-from codeqa.retrieval.search.keywords import keyword_query, keyword_text
+from codeqa.retrieval.search.keywords import code_tokens, keyword_query, keyword_text
 
 
 def test_camel_case_identifier_is_kept_and_split_with_acronyms_intact():
@@ -80,3 +80,21 @@ def test_keyword_text_holds_path_symbol_signature_header_and_text():
     ]
     assert {"preparerequest", "prepare", "request", "send", "method", "url"} <= set(tokens)
     assert keyword_text(chunk) == keyword_text(chunk).lower()
+
+
+def test_dollar_sign_stays_part_of_an_identifier() -> None:
+    tokens = code_tokens('export const $ZodDiscriminatedUnion = core.$constructor("x");')
+    assert "$zoddiscriminatedunion" in tokens
+    assert {"zod", "discriminated", "union"} <= set(tokens)
+    assert "core.$constructor" in tokens
+
+
+def test_regex_end_anchor_is_not_part_of_a_word() -> None:
+    assert code_tokens('re.compile(r"^user_id$")') == [
+        "re.compile",
+        "re",
+        "compile",
+        "user_id",
+        "user",
+        "id",
+    ]

@@ -29,7 +29,13 @@ REPO_FILES = [
 ]
 
 
-def chunk(path: str, start: int, symbol: str | None = None, language: str | None = "python"):
+def chunk(
+    path: str,
+    start: int,
+    symbol: str | None = None,
+    language: str | None = "python",
+    text: str | None = None,
+):
     return Chunk(
         path,
         start,
@@ -38,7 +44,7 @@ def chunk(path: str, start: int, symbol: str | None = None, language: str | None
         ChunkKind.DECLARATION,
         symbol,
         None,
-        "pass\n",
+        text or f"pass  # {path}:{start}\n",  # distinct unless asked: equal texts count once
         f"File: {path}",
     )
 
@@ -102,3 +108,22 @@ def test_prose_chunks_rank_below_code_that_scored_close_to_them():
     assert [h.chunk.path for h in ranked] == ["src/app.py", "CHANGES.rst", "docs/api.md"]
     unpenalised = rerank(hits, analysis, {}, RankingTuning(prose_penalty=0), limit=3)
     assert [h.chunk.path for h in unpenalised][0] == "CHANGES.rst"
+
+
+def test_a_dollar_prefixed_name_is_a_symbol_with_its_dollar() -> None:
+    analysis = analyze_query("How does $ZodDiscriminatedUnion pick the option to parse?")
+    assert "$ZodDiscriminatedUnion" in analysis.symbols
+
+
+def test_chunks_with_identical_text_count_once_and_name_the_others():
+    same = "export function mergeConfig(a, b) {\n  return { ...a, ...b };\n}\n"
+    hits = [
+        SearchHit(chunk("lib/core/mergeConfig.js", 1, "mergeConfig", "javascript", same), 1.0),
+        SearchHit(chunk("dist/esm/axios.js", 900, "mergeConfig", "javascript", same), 0.9),
+        SearchHit(chunk("lib/core/Axios.js", 40, "Axios.request", "javascript"), 0.8),
+        SearchHit(chunk("dist/node/axios.cjs", 950, "mergeConfig", "javascript", same), 0.7),
+    ]
+    ranked = rerank(hits, analyze_query("how are configs merged?"), {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["lib/core/mergeConfig.js", "lib/core/Axios.js"]
+    assert ranked[0].also_at == ("dist/esm/axios.js:900-909", "dist/node/axios.cjs:950-959")
+    assert ranked[1].also_at == ()

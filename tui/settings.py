@@ -37,6 +37,8 @@ KEYS: dict[str, Key] = {
     "index_dir": Key("CODEQA_INDEX_DIR", str),
     "store": Key("CODEQA_STORE", str),
     "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True),
+    # Index build output and generated files too (dist/ bundles, compiled copies of .ts).
+    "include_generated": Key("CODEQA_INCLUDE_GENERATED", bool, repo_may_set=True),
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
     "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
     # Only the user's own config may hold it (it decides what to trust): load_settings drops
@@ -127,6 +129,14 @@ def _read_toml(path: Path) -> dict[str, object]:
 def _coerce(key: str, value: object, kind: type, origin: str) -> object:
     if kind is int:
         return _whole_number(key, value, origin)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes"):
+            return True
+        if str(value).lower() in ("0", "false", "no", ""):
+            return False
+        raise ConfigError(f"{origin}: {key} must be true or false, not {value!r}")
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ConfigError(f"{origin}: {key} must be a list of strings, not {value!r}")
@@ -164,5 +174,7 @@ def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
     if "max_file_bytes" in values:
         max_file_bytes = _whole_number("max_file_bytes", values["max_file_bytes"], "settings")
         index = replace(index, max_file_bytes=max_file_bytes)
+    if values.get("include_generated"):
+        index = replace(index, include_generated=True)
     model = values.get("model") or None
     return Settings(index=index, model=model, warnings=warnings)  # type: ignore[arg-type]

@@ -60,6 +60,27 @@ _ELIXIR_IMPORT_MACROS = frozenset({"alias", "import", "use", "require"})
 _FUNCTION_VALUE_TYPES = frozenset(
     {"arrow_function", "function_expression", "function", "generator_function", "class"}
 )
+# ... or when the value wraps one in an expression: `cond && function httpAdapter(…)`,
+# `forwardRef((props, ref) => …)`, `memo(function Inner…)`, zod's 260
+# `core.$constructor("$ZodX", (inst, def) => …)`. These are the expressions looked through,
+# at most WRAPPED_FUNCTION_DEPTH deep (a call's arguments count as one level).
+_WRAPPING_EXPRESSION_TYPES = frozenset(
+    {
+        "binary_expression",
+        "ternary_expression",
+        "parenthesized_expression",
+        "call_expression",
+        "arguments",
+        "await_expression",
+        "as_expression",
+        "satisfies_expression",
+        "non_null_expression",
+    }
+)
+WRAPPED_FUNCTION_DEPTH = 3
+# `module.exports = function createApplication(…)`: the function's own name says more than
+# the binding, which is the same in every CommonJS module.
+_MODULE_EXPORT_BINDINGS = frozenset({"module.exports", "exports.default"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +348,7 @@ def classify(node: Node, spec: GrammarSpec) -> Declaration | None:
     if kind in spec.wrappers:
         inner = _find_wrapped(node, spec)
         if inner is None:
-            return None
+            return _exported_expression(node) if spec.function_variables else None
         return Declaration(node, inner.inner, inner.name, inner.role)
     if kind in spec.function_variables:
         return _function_variable(node)
@@ -355,16 +376,44 @@ def _find_wrapped(node: Node, spec: GrammarSpec) -> Declaration | None:
     return None
 
 
+def _wrapped_function(node: Node, depth: int = WRAPPED_FUNCTION_DEPTH) -> Node | None:
+    """The function or class an expression is, or wraps (see _WRAPPING_EXPRESSION_TYPES)."""
+    if node.type in _FUNCTION_VALUE_TYPES:
+        return node
+    if depth == 0 or node.type not in _WRAPPING_EXPRESSION_TYPES:
+        return None
+    for child in node.named_children:
+        found = _wrapped_function(child, depth - 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _value_role(value: Node) -> str:
+    return ROLE_CLASS if value.type == "class" else ROLE_FUNCTION
+
+
 def _function_variable(node: Node) -> Declaration | None:
     for child in node.named_children:
         if child.type != "variable_declarator":
             continue
         value = child.child_by_field_name("value")
-        if value is not None and value.type in _FUNCTION_VALUE_TYPES:
+        function = _wrapped_function(value) if value is not None else None
+        if function is not None:
             name = child.child_by_field_name("name")
-            role = ROLE_CLASS if value.type == "class" else ROLE_FUNCTION
-            return Declaration(node, node, _text(name) if name else None, role)
+            return Declaration(node, node, _text(name) if name else None, _value_role(function))
     return None
+
+
+def _exported_expression(node: Node) -> Declaration | None:
+    """`export default cond && function httpAdapter(…)`: named by the function, else `default`."""
+    value = node.child_by_field_name("value")
+    function = _wrapped_function(value) if value is not None else None
+    if function is None:
+        return None
+    own_name = function.child_by_field_name("name")
+    name = _text(own_name) if own_name is not None else "default"
+    return Declaration(node, function, name, _value_role(function))
 
 
 def _function_member(node: Node) -> Declaration | None:
@@ -377,10 +426,14 @@ def _function_member(node: Node) -> Declaration | None:
             return None
         name = assignment.child_by_field_name("left")
         value = assignment.child_by_field_name("right")
-    if name is None or value is None or value.type not in _FUNCTION_VALUE_TYPES:
+    function = _wrapped_function(value) if value is not None else None
+    if name is None or function is None:
         return None
-    role = ROLE_CLASS if value.type == "class" else ROLE_FUNCTION
-    return Declaration(node, value, _clean_name(_text(name).strip("'\"")), role)
+    bound = _clean_name(_text(name).strip("'\""))
+    own_name = function.child_by_field_name("name")
+    if bound in _MODULE_EXPORT_BINDINGS and own_name is not None:
+        bound = _text(own_name)
+    return Declaration(node, function, bound, _value_role(function))
 
 
 def _role(node_type: str) -> str:

@@ -361,3 +361,40 @@ def initial_rules(
     if exclude is not None:
         below.append(exclude)
     return IgnoreRules(tuple(overriding + below)), len(overriding)
+
+
+GITATTRIBUTES_FILE = ".gitattributes"
+# GitHub Linguist's markers for files that are not the project's own source.
+_GENERATED_ATTRIBUTES = frozenset({"linguist-generated", "linguist-vendored"})
+
+
+def _generated_attribute_lines(lines: list[str]) -> list[str]:
+    """A .gitattributes file as ignore lines: `pattern` where it sets a generated/vendored
+    attribute, `!pattern` where it unsets one (a later line wins, as in git)."""
+    out: list[str] = []
+    for line in lines:
+        fields = line.split()
+        # git forbids negative patterns in attributes, and quoted ones are rare: skip both.
+        if len(fields) < 2 or fields[0].startswith(("#", "!", '"')):
+            continue
+        for attribute in fields[1:]:
+            name, _, value = attribute.lstrip("-!").partition("=")
+            if name not in _GENERATED_ATTRIBUTES:
+                continue
+            unset = attribute.startswith(("-", "!")) or value.lower() in ("false", "0")
+            out.append(("!" if unset else "") + fields[0])
+    return out
+
+
+def attributes_layer_from_file(path: str, source: str, strip: str = "") -> _IgnoreLayer | None:
+    """The files a .gitattributes marks generated or vendored, as a layer of IgnoreRules.
+
+    Only files are matched: a folder pattern in attributes does not apply to what is inside,
+    as in git (`dist/** linguist-generated` is how one marks a folder).
+    """
+    lines = _read_patterns(path)
+    if not lines:
+        return None
+    patterns = _generated_attribute_lines(lines)
+    # An invalid pattern is dropped silently: git warns for .gitignore, not for attributes.
+    return _layer(patterns, source, [], strip) if patterns else None

@@ -23,10 +23,6 @@ class RepoRoot:
     root: Path  # absolute and resolved: the folder the index belongs to
     subpath: str  # the asked folder relative to `root`, POSIX; "" when it is the root
 
-    def contains(self, path: str) -> bool:
-        """Whether an index path (relative to the root, POSIX) lies in the asked folder."""
-        return not self.subpath or path == self.subpath or path.startswith(self.subpath + "/")
-
 
 def repository_root(path: Path) -> RepoRoot:
     """The git work tree that holds `path` (a folder), or `path` itself outside any.

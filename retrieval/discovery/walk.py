@@ -43,10 +43,13 @@ from pathlib import Path
 from typing import TypeAlias
 
 from codeqa.retrieval.chunking.languages import language_for
+from codeqa.retrieval.discovery.generated import generated_by_content, generated_by_path
 from codeqa.retrieval.discovery.ignore import (
+    GITATTRIBUTES_FILE,
     GITIGNORE_FILE,
     IgnoreRules,
     IgnoreWarning,
+    attributes_layer_from_file,
     initial_rules,
     layer_from_file,
 )
@@ -160,6 +163,7 @@ class DiscoverOptions:
     extra_ignore: tuple[str, ...] = ()  # gitignore-syntax patterns relative to the root
     follow_symlinks: bool = True  # symlinks resolving inside the repo; outside never
     include_data_files: bool = False  # True indexes .po catalogs, source maps, .svg, .csv …
+    include_generated: bool = False  # True indexes build output and generated files (generated.py)
 
 
 # ---------------------------------------------------------------------------
@@ -292,6 +296,8 @@ class _Folder:
     rel: str  # relative to the root, ending in "/" ("" for the root)
     real: str
     rules: IgnoreRules
+    attributes: IgnoreRules  # the files .gitattributes files mark generated or vendored
+    names: frozenset[str]  # the folder's entry names: a compiled file's TypeScript source
 
 
 class _Walk:
@@ -301,11 +307,12 @@ class _Walk:
         self.options = options
         self.warnings: list[IgnoreWarning] = []
         self.rules, self.overriding = initial_rules(root, options.extra_ignore, self.warnings)
+        self.attributes = IgnoreRules(())
 
     def run(self) -> Iterator[DiscoveredItem]:
         """Depth first with an explicit stack (no recursion limit on deep trees)."""
         yield from self._take_warnings()
-        root = self._open(self.root, "", self.root_real, self.rules)
+        root = self._open(self.root, "", self.root_real, self.rules, self.attributes)
         if isinstance(root, SkippedFile):
             return
         stack = [root]
@@ -333,7 +340,7 @@ class _Walk:
         return taken
 
     def _open(
-        self, path: str, rel_dir: str, real: str, rules: IgnoreRules
+        self, path: str, rel_dir: str, real: str, rules: IgnoreRules, attributes: IgnoreRules
     ) -> _Folder | SkippedFile:
         """List a folder and add its .gitignore, or say why it is not entered."""
         try:
@@ -350,7 +357,14 @@ class _Walk:
             layer = layer_from_file(gitignore, source, self.warnings, strip=rel_dir)
             if layer is not None:
                 rules = rules.with_layer_below(self.overriding, layer)
-        return _Folder(iter(entries), path, rel_dir, real, rules)
+        if GITATTRIBUTES_FILE in names and not self.options.include_generated:
+            source = rel_dir + GITATTRIBUTES_FILE
+            marks = attributes_layer_from_file(
+                os.path.join(path, GITATTRIBUTES_FILE), source, strip=rel_dir
+            )
+            if marks is not None:
+                attributes = attributes.with_layer_below(0, marks)  # deeper files decide first
+        return _Folder(iter(entries), path, rel_dir, real, rules, attributes, frozenset(names))
 
     def _visit(
         self, entry: os.DirEntry[str], folder: _Folder, on_stack: set[str]
@@ -381,16 +395,23 @@ class _Walk:
             real = real or os.path.join(folder.real, name)
             if real in on_stack:
                 return SkippedFile(rel + "/", SkipReason.SYMLINK_LOOP)
-            return self._open(target, rel + "/", real, folder.rules)
-        return self._read_file(name, rel, target, folder.rules, real)
+            return self._open(target, rel + "/", real, folder.rules, folder.attributes)
+        return self._read_file(name, rel, target, folder, real)
 
     def _read_file(
-        self, name: str, rel: str, path: str, rules: IgnoreRules, real: str | None
+        self, name: str, rel: str, path: str, folder: _Folder, real: str | None
     ) -> SourceFile | SkippedFile:
-        reason = self._skip_file_reason(name, rel, rules, real)
+        reason = self._skip_file_reason(name, rel, folder.rules, real)
+        if reason is None and not self.options.include_generated:
+            reason = generated_by_path(rel, folder.attributes, self.root, folder.names)
         if reason is not None:
             return SkippedFile(rel, reason)
-        return read_source(path, rel, self.options.max_file_bytes, self.options.include_secrets)
+        found = read_source(path, rel, self.options.max_file_bytes, self.options.include_secrets)
+        if isinstance(found, SourceFile) and not self.options.include_generated:
+            reason = generated_by_content(rel, found.text)
+            if reason is not None:
+                return SkippedFile(rel, reason)
+        return found
 
     def one(self, rel: str) -> SourceFile | SkippedFile:
         """The walk's verdict on one path, following only the folders on the way to it."""
@@ -402,10 +423,10 @@ class _Walk:
             or any(part in ("", ".", "..") for part in parts)
         ):
             return SkippedFile(str(rel), SkipReason.NOT_A_PATH)
-        root = self._open(self.root, "", self.root_real, self.rules)
-        if isinstance(root, SkippedFile):
+        folder = self._open(self.root, "", self.root_real, self.rules, self.attributes)
+        if isinstance(folder, SkippedFile):
             return SkippedFile(rel, SkipReason.UNREADABLE)
-        path, real, rules = self.root, self.root_real, root.rules
+        path, real = self.root, self.root_real
         on_way = {real}
         for depth, name in enumerate(parts):
             if name in VCS_DIRS:
@@ -428,20 +449,20 @@ class _Walk:
             if depth == len(parts) - 1:
                 if is_dir:
                     return SkippedFile(rel, SkipReason.NOT_A_PATH)
-                return self._read_file(name, rel, entry, rules, link_real)
+                return self._read_file(name, rel, entry, folder, link_real)
             if not is_dir:
                 return SkippedFile(rel, SkipReason.NOT_A_PATH)
-            skipped = self._skip_dir(name, part_rel, rules)
+            skipped = self._skip_dir(name, part_rel, folder.rules)
             if skipped is not None:
                 return SkippedFile(rel, skipped.reason)
             real = link_real or os.path.join(real, name)
             if real in on_way:
                 return SkippedFile(rel, SkipReason.SYMLINK_LOOP)
             on_way.add(real)
-            opened = self._open(entry, part_rel + "/", real, rules)
+            opened = self._open(entry, part_rel + "/", real, folder.rules, folder.attributes)
             if isinstance(opened, SkippedFile):
                 return SkippedFile(rel, opened.reason)
-            path, rules = entry, opened.rules
+            path, folder = entry, opened
         return SkippedFile(rel, SkipReason.NOT_A_PATH)  # unreachable: parts is never empty
 
     def _inside_repo(self, real: str) -> bool:

@@ -18,15 +18,20 @@ from codeqa.retrieval.records import Chunk
 
 # Bump when the produced text changes, so the index manifest knows the keyword column
 # of an existing index is stale.
-KEYWORDS_VERSION = "1"
+KEYWORDS_VERSION = "2"  # 2: `$` is part of an identifier
 
+# One identifier: letters, digits, `_` and `$`, which JavaScript and TypeScript allow in names
+# (zod's `$ZodDiscriminatedUnion`, jQuery's `$el`, `a$b`). A trailing `$` is left out: in
+# regexes (`r"^abc$"`, everywhere in Python and JS) it is an anchor far more often than
+# part of a name (RxJS's `value$`), and `value` still matches that name's part.
+_IDENTIFIER_RUN = r"\$*[A-Za-z0-9_](?:[A-Za-z0-9_$]*[A-Za-z0-9_])?"
 # A "word" is a run of identifier characters, possibly joined by the separators that
 # glue identifiers into qualified names and paths: a.b, a::b, a/b, a\b, a-b.
-_WORD = re.compile(r"[A-Za-z0-9_]+(?:(?:\.|::|/|\\|-)[A-Za-z0-9_]+)*")
+_WORD = re.compile(rf"{_IDENTIFIER_RUN}(?:(?:\.|::|/|\\|-){_IDENTIFIER_RUN})*")
 # Splits one identifier into its camel/Pascal parts: getHTTPResponse -> get HTTP Response,
 # utf8Decode -> utf 8 Decode.
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_SEPARATORS = re.compile(r"\.|::|/|\\|-|_+")
+_SEPARATORS = re.compile(r"\.|::|/|\\|-|_+|\$+")
 _PATH_SEPARATORS = re.compile(r"/|\\")
 
 # Single characters (loop variables, `a`/`I` in prose) match almost everything and
@@ -73,7 +78,7 @@ def code_tokens(text: str) -> list[str]:
 def keyword_query(text: str) -> str:
     """A query string for the keyword index: the same expansion the chunks went through.
 
-    The result only holds [a-z0-9_./:\\-] tokens separated by spaces, so quotes,
+    The result only holds [a-z0-9_$./:\\-] tokens separated by spaces, so quotes,
     parentheses, colons and SQL-ish text in the user's query can never reach a parser.
     """
     return " ".join(code_tokens(text))

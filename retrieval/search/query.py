@@ -34,14 +34,16 @@ SOURCE_EXTENSIONS = (
 )
 _PATH = re.compile(rf"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:{SOURCE_EXTENSIONS}))\b")
 # Dotted names of two or more parts: package.module, Class.method, module.Class.method.
-_DOTTED = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
-_CALLED = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\(")
+# Identifiers may hold `$` (JavaScript: zod's `$ZodType`, jQuery's `$el`), as in keywords.py.
+_NAME = r"[A-Za-z_$][A-Za-z0-9_$]*"
+_DOTTED = re.compile(rf"(?<![\w.$])({_NAME}(?:\.{_NAME})+)")
+_CALLED = re.compile(rf"(?<![\w.$])({_NAME})\(")
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIER = re.compile(_NAME)
 # snake_case with a letter on each side of an underscore, or dunder names.
 _SNAKE = re.compile(r"^_*[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+_*$|^__\w+__$")
 # CamelCase/PascalCase with a lower-case letter followed later by an upper-case one.
-_CAMEL = re.compile(r"^[A-Za-z]+[a-z0-9][A-Z][A-Za-z0-9]*$")
+_CAMEL = re.compile(r"^\$?[A-Za-z]+[a-z0-9][A-Z][A-Za-z0-9$]*$")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _TRACEBACK_LINE = re.compile(r"^\s*(?:File \"|Traceback \(most recent|\^+\s*$|>>> |\$ )")
 

@@ -31,10 +31,14 @@ from codeqa.retrieval.search.query import QueryAnalysis, module_paths
 class RankingTuning:
     """Every constant of query shaping and re-ranking, with its reason."""
 
-    # Candidates read from the store per result wanted (at least `min_candidates`): a
-    # named file's chunk ranked 30th must be in view to be moved up.
-    candidates_per_result: int = 5
+    # Candidates read from the store: a named file's chunk ranked 30th must be in view to
+    # be moved up. The same number whatever the results wanted (up to this many), so that
+    # the ranking does not depend on `--limit`: with limit x 5, as before, the hybrid legs
+    # were cut at another depth and "How does axios merge configs?" had another top hit
+    # at --limit 10 than at 20.
     min_candidates: int = 50
+    # With a path scope, this many times more candidates are read, since most may be outside.
+    scoped_candidates_factor: int = 10
     # Rank-to-score constant, as in RRF: rank r scores (rank_k + 1) / (rank_k + r), so rank
     # 1 scores 1 and rank 10 0.87. A boost of 0.1 lifts a chunk about eight places.
     rank_k: int = 60
@@ -130,7 +134,11 @@ def rerank(
     tuning: RankingTuning,
     limit: int,
 ) -> list[SearchHit]:
-    """The best `limit` candidates by rank score plus path and symbol evidence, less prose."""
+    """The best `limit` candidates by rank score plus path and symbol evidence, less prose.
+
+    Chunks with identical text (a file vendored twice, a copied helper) count once: the
+    best-ranked is kept and names the others in `also_at`.
+    """
     names = analysis.symbol_names
     scored = []
     for rank, hit in enumerate(hits, start=1):
@@ -143,4 +151,13 @@ def rerank(
         )
         scored.append((-total, rank, hit))
     scored.sort(key=lambda item: (item[0], item[1]))
-    return [SearchHit(hit.chunk, -negative) for negative, _, hit in scored[:limit]]
+    kept: dict[str, tuple[float, Chunk, list[str]]] = {}
+    for negative, _, hit in scored:
+        chunk = hit.chunk
+        same = kept.get(chunk.text)
+        if same is None:
+            kept[chunk.text] = (-negative, chunk, [])
+        else:
+            same[2].append(f"{chunk.path}:{chunk.start_line}-{chunk.end_line}")
+    best = list(kept.values())[:limit]  # dicts keep insertion order: best first
+    return [SearchHit(chunk, score, tuple(also)) for score, chunk, also in best]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
@@ -53,6 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only results under these paths (repeatable): `lib/`, `src/v4/**`, `*.ts`",
+    )
+    parser.add_argument(
         "--show-sources", action="store_true", help="print the cited lines after the answer"
     )
     add_index_arguments(parser)
@@ -75,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         LLMClient(agent).check()
     index = _fresh_index(repo, settings.index, load_model=agent.search_mode is not SearchMode.BM25)
     with index:
+        index.scope = PathScope(tuple(args.path))
         coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
         if coverage.missing and agent.search_mode is not SearchMode.BM25:
             print(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
+from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
@@ -24,14 +25,9 @@ from codeqa.tui.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from codeqa.retrieval.discovery.root import RepoRoot
-    from codeqa.retrieval.index import Index
+    pass
 
 SNIPPET_LINES = 3
-# Run from a subfolder, results outside it are dropped: the search asks for this many
-# times the wanted results, deeper (up to the cap) while too few of them are inside.
-SUBFOLDER_OVERFETCH = 5
-MAX_SUBFOLDER_CANDIDATES = 1_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,6 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per result")
+    parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only results under these paths (repeatable): `lib/`, `src/v4/**`, `*.ts`",
+    )
     parser.add_argument(
         "--queries-file",
         type=Path,
@@ -68,6 +71,7 @@ def hit_to_json(hit: SearchHit) -> dict[str, object]:
         "kind": str(chunk.kind),
         "score": round(hit.score, 6),
         "text": chunk.text,
+        "also_at": list(hit.also_at),
     }
 
 
@@ -101,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     with open_fresh_index(
         repo.root, settings.index, load_model=mode is not SearchMode.BM25
     ) as index:
+        index.scope = PathScope(tuple(args.path), folder=repo.subpath)
         missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
         if missing:
             print(
@@ -111,10 +116,10 @@ def run(args: argparse.Namespace) -> int:
         if args.queries_file:
             for query_id, question in read_queries(args.queries_file):
                 query = _capped(question, f"query {query_id}")
-                hits = _search_within(index, repo, query, mode, args.limit)
+                hits = index.search(query, mode, args.limit)
                 print(json.dumps({"id": query_id, "results": [hit_to_json(h) for h in hits]}))
             return 0
-        hits = _search_within(index, repo, _capped(args.query, "the query"), mode, args.limit)
+        hits = index.search(_capped(args.query, "the query"), mode, args.limit)
     if args.json:
         for hit in hits:
             print(json.dumps(hit_to_json(hit)))
@@ -125,21 +130,6 @@ def run(args: argparse.Namespace) -> int:
     for hit in hits:
         print(_format_hit(hit))
     return 0
-
-
-def _search_within(
-    index: Index, repo: RepoRoot, query: str, mode: SearchMode, limit: int
-) -> list[SearchHit]:
-    """The best `limit` hits inside the folder the search was run from."""
-    if not repo.subpath:
-        return index.search(query, mode, limit)
-    depth = limit * SUBFOLDER_OVERFETCH
-    while True:
-        hits = index.search(query, mode, depth)
-        inside = [hit for hit in hits if repo.contains(hit.chunk.path)]
-        if len(inside) >= limit or len(hits) < depth or depth >= MAX_SUBFOLDER_CANDIDATES:
-            return inside[:limit]
-        depth = min(depth * SUBFOLDER_OVERFETCH, MAX_SUBFOLDER_CANDIDATES)
 
 
 def _capped(query: str, name: str) -> str:
@@ -156,5 +146,7 @@ def _capped(query: str, name: str) -> str:
 def _format_hit(hit: SearchHit) -> str:
     chunk = hit.chunk
     head = f"{chunk.location}  {chunk.symbol or '-'}  {hit.score:.4f}"
+    if hit.also_at:
+        head += f"  (also at {', '.join(hit.also_at)})"
     snippet = [line.strip() for line in chunk.text.splitlines() if line.strip()][:SNIPPET_LINES]
     return "\n".join([head, *(f"    {line[:120]}" for line in snippet), ""])
