@@ -16,7 +16,7 @@ from codeqa.agent.settings import MODEL_ENV_VAR
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 from codeqa.retrieval.search.keywords import code_tokens
-from codeqa.retrieval.search.relevance import assess_relevance, subject_words
+from codeqa.retrieval.search.relevance import NOTHING_RELEVANT, assess_relevance, subject_words
 
 NO_MODEL_NOTICE = (
     "_No language model is configured, so this answer lists the code most relevant to the "
@@ -29,8 +29,6 @@ NO_MODEL_NOTICE = (
 # the first line holding one (a chunk's first 12 lines are often its docstring).
 SNIPPET_LINES = 12
 SNIPPET_CONTEXT_LINES = 2
-# Said instead of "Most relevant code" when the relevance signal finds nothing that answers.
-NOTHING_RELEVANT = "Nothing in this repository seems to answer this; closest matches:"
 DESCRIPTION_CHARS = 160
 # Prose (changelogs, READMEs, docs) often repeats a question's words without being the code
 # that answers it: it is listed only after the code locations, unless the question asks for docs.
@@ -74,7 +72,7 @@ def offline_draft(
     subject = subject_words(question)
     windows = [_best_window(location, subject) for location in chosen]
     for number, (location, window) in enumerate(zip(chosen, windows, strict=True), start=1):
-        chunk = _declaration_at(location, window)
+        chunk = _declaration_at(location, window, subject)
         name = display_signature(chunk, terms)
         label = f"`{chunk.path}:{location.start}-{location.end}`"
         head = f"{number}. {label}" + (f" — `{_one_line(name)}`" if name else "")
@@ -165,11 +163,13 @@ def _best_window(location: _Location, words: frozenset[str]) -> tuple[int, int]:
     return start + best, start + best + size - 1
 
 
-def _declaration_at(location: _Location, window: tuple[int, int]) -> Chunk:
+def _declaration_at(location: _Location, window: tuple[int, int], words: frozenset[str]) -> Chunk:
     """The chunk as one declaration: of a grouped chunk's several, the one holding `window`.
 
     A grouped chunk lists the signatures of all its declarations; its label must name the
-    declaration the shown lines belong to, with that declaration's own description.
+    declaration the shown lines belong to, with that declaration's own description. When
+    the window spans several (small ones), the one whose shown lines hold most of `words`
+    is named, then the one most of the window lies in.
     """
     chunk = location.chunk
     if not chunk.signature or "\n" not in chunk.signature:
@@ -180,9 +180,15 @@ def _declaration_at(location: _Location, window: tuple[int, int]) -> Chunk:
     bounds = [*(line for line, _ in starts[1:]), chunk.end_line + 1]
     spans = [(line, bound - 1, sig) for (line, sig), bound in zip(starts, bounds, strict=True)]
     overlap = [min(window[1], last) - max(window[0], line) for line, last, _ in spans]
-    line, last, signature = spans[overlap.index(max(overlap))]
     if max(overlap) < 0:  # the window lies above every declaration (module-level lines)
         return chunk
+    held = [
+        len(words & frozenset(code_tokens(_excerpt_lines(location.excerpt, shown_from, shown_to))))
+        if (shown_from := max(window[0], line)) <= (shown_to := min(window[1], last))
+        else -1
+        for line, last, _ in spans
+    ]
+    line, last, signature = max(zip(held, overlap, spans, strict=True))[2]
     text = _excerpt_lines(location.excerpt, max(line, location.excerpt.start_line), last)
     names = [name for name in (chunk.symbol or "").split(", ") if name]
     symbol = next(

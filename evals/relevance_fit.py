@@ -1,6 +1,6 @@
 """Fit and measure the "nothing relevant" signal (retrieval/search/relevance.py).
 
-    python -m codeqa.evals.relevance_fit --index-root DIR --corpora DIR \
+    python -m codeqa.evals.relevance_fit --index-root DIR --corpora DIR [--agent] \
         IN_SCOPE.jsonl [...] --out-of-scope evals/samples/out-of-scope.jsonl
 
 Runs each question through hybrid search (10 hits) on its corpus's existing index,
@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from codeqa.agent import AgentSettings, Assistant
 from codeqa.evals.dataset import Question, load_dataset
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import open_index
@@ -27,8 +28,12 @@ from codeqa.retrieval.search.relevance import RELEVANCE_HITS, RELEVANCE_THRESHOL
 MAX_FALSE_ALARMS = 0.02
 
 
-def shares(questions: list[Question], corpora: Path, index_root: Path) -> np.ndarray:
-    """(all_share, best_share, shipped score) of each question, in order."""
+def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bool) -> np.ndarray:
+    """(all_share, best_share, shipped score) of each question, in order.
+
+    With `agent` the hits are an offline answer's sources (what `codeqa ask` judges),
+    else hybrid search's top RELEVANCE_HITS (what `codeqa search` judges).
+    """
     by_corpus: dict[str, list[int]] = {}
     for position, question in enumerate(questions):
         by_corpus.setdefault(question.corpus, []).append(position)
@@ -37,9 +42,13 @@ def shares(questions: list[Question], corpora: Path, index_root: Path) -> np.nda
     for corpus, positions in by_corpus.items():
         settings = replace(base, index_dir=index_root / corpus)
         with open_index(corpora / corpus, settings) as index:
+            assistant = Assistant(index, AgentSettings(model=None)) if agent else None
             for position in positions:
                 text = questions[position].question
-                hits = index.search(text, SearchMode.HYBRID, RELEVANCE_HITS)
+                if assistant is not None:
+                    hits = assistant.ask(text, thread_id=str(position)).sources
+                else:
+                    hits = index.search(text, SearchMode.HYBRID, RELEVANCE_HITS)
                 verdict = assess_relevance(text, hits)
                 found[position] = (verdict.all_share, verdict.best_share, verdict.score)
     rows = [found[position] for position in range(len(questions))]
@@ -65,11 +74,12 @@ def main() -> None:
     parser.add_argument("--out-of-scope", type=Path, required=True)
     parser.add_argument("--corpora", type=Path, required=True)
     parser.add_argument("--index-root", type=Path, required=True)
+    parser.add_argument("--agent", action="store_true", help="judge offline answers' sources")
     args = parser.parse_args()
     inside = [q for path in args.in_scope for q in load_dataset(path)]
     outside = load_dataset(args.out_of_scope)
-    a = shares(inside, args.corpora, args.index_root)
-    b = shares(outside, args.corpora, args.index_root)
+    a = shares(inside, args.corpora, args.index_root, args.agent)
+    b = shares(outside, args.corpora, args.index_root, args.agent)
     features = np.vstack([a[:, :2], b[:, :2]])
     labels = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
     weights = fit_logistic(features, labels)

@@ -26,6 +26,12 @@ from dataclasses import dataclass
 from codeqa.retrieval.records import SearchHit
 from codeqa.retrieval.search.keywords import code_tokens
 
+# What `codeqa search` and offline answers say above the hits when the verdict is "no".
+NOTHING_RELEVANT = "Nothing in this repository seems to answer this; closest matches:"
+# …and what ask and the chat add below a model's answer with the same verdict.
+NOTHING_RELEVANT_NOTE = (
+    "Nothing in this repository seems to answer this; the answer rests on the closest matches."
+)
 # Hits read: what `codeqa search` shows by default and what the fit used.
 RELEVANCE_HITS = 10
 # Words that carry no subject: question words, articles, auxiliaries, vague verbs.

@@ -19,6 +19,7 @@ from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexMismatch
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import IndexReport, ProgressEvent
+from codeqa.retrieval.search.relevance import NOTHING_RELEVANT_NOTE, assess_relevance
 from codeqa.tui.chat.screens import ChatScreen, CodeViewerScreen, HelpScreen
 from codeqa.tui.chat.widgets import (
     AnswerMessage,
@@ -314,6 +315,9 @@ class CodeqaApp(App[None]):
             self.post_message(AnswerFailed(f"{type(error).__name__}: {error}"))
         else:
             self.post_message(AnswerFinished(answer, cancelled=cancel.is_set()))
+            # Offline answers say it in their text; a model's answer gets the same warning.
+            if answer.model is not None and not assess_relevance(question, answer.sources).relevant:
+                self.notify(NOTHING_RELEVANT_NOTE, title="About this answer", timeout=8)
 
     async def on_answer_token(self, message: AnswerToken) -> None:
         if self._answer_view is not None:

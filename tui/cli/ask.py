@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.agent import AgentSettings, Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
+    from codeqa.retrieval.search.relevance import NOTHING_RELEVANT_NOTE, assess_relevance
     from codeqa.tui.cli.progress import VectorCoverage
 
     question = sys.stdin.read() if args.question == "-" else args.question
@@ -86,11 +87,16 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
         answer = assistant.ask(question, on_token=on_token if stream else None)
+        relevance = assess_relevance(question, answer.sources)
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
                 print(f"codeqa: note: {note}", file=sys.stderr)
         if args.json:
-            reply = answer_to_json(answer) | {"vectors_filled": round(coverage.filled, 4)}
+            reply = answer_to_json(answer) | {
+                "relevant": relevance.relevant,
+                "relevance": round(relevance.score, 4),
+                "vectors_filled": round(coverage.filled, 4),
+            }
             print(json.dumps(reply, indent=2))
             sys.stdout.flush()  # the answer is out before the note on how vectors get filled
             return _finish_vectors(index.repo_root, args, settings.index, coverage, False)
@@ -102,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
             print(answer.text)
         else:
             print()
+        if answer.model is not None and not relevance.relevant:  # offline answers say it first
+            print(f"codeqa: note: {NOTHING_RELEVANT_NOTE}", file=sys.stderr)
         if args.show_sources:
             for citation in answer.citations:
                 print(_source(index, citation))
