@@ -16,7 +16,7 @@ from codeqa.agent.settings import MODEL_ENV_VAR
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 from codeqa.retrieval.search.keywords import code_tokens
-from codeqa.retrieval.search.relevance import NOTHING_RELEVANT, assess_relevance, subject_words
+from codeqa.retrieval.search.relevance import subject_words
 
 NO_MODEL_NOTICE = (
     "_No language model is configured, so this answer lists the code most relevant to the "
@@ -65,8 +65,7 @@ def offline_draft(
             + " Try naming a function, class, file or error message."
         )
         return "\n".join(parts)
-    relevant = assess_relevance(question, hits).relevant
-    parts.append("**Most relevant code, best first:**" if relevant else NOTHING_RELEVANT)
+    parts.append("**Most relevant code, best first:**")
     parts.append("")
     terms = _words(key_phrase(question))
     subject = subject_words(question)
@@ -183,9 +182,7 @@ def _declaration_at(location: _Location, window: tuple[int, int], words: frozens
     if max(overlap) < 0:  # the window lies above every declaration (module-level lines)
         return chunk
     held = [
-        len(words & frozenset(code_tokens(_excerpt_lines(location.excerpt, shown_from, shown_to))))
-        if (shown_from := max(window[0], line)) <= (shown_to := min(window[1], last))
-        else -1
+        _words_held(location.excerpt, max(window[0], line), min(window[1], last), words)
         for line, last, _ in spans
     ]
     line, last, signature = max(zip(held, overlap, spans, strict=True))[2]
@@ -197,6 +194,13 @@ def _declaration_at(location: _Location, window: tuple[int, int], words: frozens
     return replace(
         chunk, start_line=line, end_line=last, text=text, signature=signature, symbol=symbol
     )
+
+
+def _words_held(excerpt: Excerpt, start: int, end: int, words: frozenset[str]) -> int:
+    """How many of `words` lines start..end of the excerpt hold (-1 for no lines)."""
+    if start > end:
+        return -1
+    return len(words & frozenset(code_tokens(_excerpt_lines(excerpt, start, end))))
 
 
 def _declaration_starts(chunk: Chunk, excerpt: Excerpt) -> list[tuple[int, str]]:

@@ -99,6 +99,13 @@ def main() -> None:
         "in_scope_share_means": a[:, :2].mean(axis=0).tolist(),
         "out_of_scope_share_means": b[:, :2].mean(axis=0).tolist(),
     }
+    report["shipped_by_threshold"] = {
+        f"{cut:.2f}": {
+            "false_alarms": float(np.mean(a[:, 2] < cut)),
+            "detection": float(np.mean(b[:, 2] < cut)),
+        }
+        for cut in np.arange(0.25, 0.55, 0.05)
+    }
     print(json.dumps(report, indent=2, default=float))
     for question, row in zip(inside, a, strict=True):
         if row[2] < RELEVANCE_THRESHOLD:

@@ -58,7 +58,12 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.agent import AgentSettings, Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
-    from codeqa.retrieval.search.relevance import NOTHING_RELEVANT_NOTE, assess_relevance
+    from codeqa.retrieval.search.query import cap_query
+    from codeqa.retrieval.search.relevance import (
+        NOTHING_RELEVANT,
+        RELEVANCE_HITS,
+        assess_relevance,
+    )
     from codeqa.tui.cli.progress import VectorCoverage
 
     question = sys.stdin.read() if args.question == "-" else args.question
@@ -86,8 +91,12 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(token)
             sys.stdout.flush()
 
+        # Judged on the search it was fitted on, and said before the answer streams.
+        judged = index.search(cap_query(question), agent.search_mode, RELEVANCE_HITS)
+        relevance = assess_relevance(question, judged)
+        if not relevance.relevant and not args.json:
+            print(f"{NOTHING_RELEVANT}; the closest matches follow.\n", flush=True)
         answer = assistant.ask(question, on_token=on_token if stream else None)
-        relevance = assess_relevance(question, answer.sources)
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
                 print(f"codeqa: note: {note}", file=sys.stderr)
@@ -108,8 +117,6 @@ def run(args: argparse.Namespace) -> int:
             print(answer.text)
         else:
             print()
-        if answer.model is not None and not relevance.relevant:  # offline answers say it first
-            print(f"codeqa: note: {NOTHING_RELEVANT_NOTE}", file=sys.stderr)
         if args.show_sources:
             for citation in answer.citations:
                 print(_source(index, citation))

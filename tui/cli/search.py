@@ -121,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
     if not hits:
         print("no results")
         return 0
-    if not relevance.relevant:
-        print(NOTHING_RELEVANT, end="\n\n")
     for hit in hits:
         print(_format_hit(hit))
+    if not relevance.relevant:  # after the hits: the first line is always the best hit
+        print(f"{NOTHING_RELEVANT}; these are only the closest matches.")
     return 0
 
 
