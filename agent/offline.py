@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from codeqa.agent.evidence import MAX_ENCLOSING_LINES, MERGE_GAP_LINES, Excerpt
 from codeqa.agent.planner import key_phrase
 from codeqa.agent.settings import MODEL_ENV_VAR
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
+from codeqa.retrieval.search.keywords import code_tokens
+from codeqa.retrieval.search.relevance import subject_words
 
 NO_MODEL_NOTICE = (
     "_No language model is configured, so this answer lists the code most relevant to the "
@@ -22,8 +24,11 @@ NO_MODEL_NOTICE = (
     f"`{MODEL_ENV_VAR}` to any litellm model string (e.g. `openai/gpt-4o-mini`, "
     "`anthropic/claude-3-5-haiku-latest`, `ollama/llama3`)._"
 )
-# The best location's code is quoted so the answer is readable without opening files.
+# The best location's code is quoted so the answer is readable without opening files:
+# the SNIPPET_LINES of it that hold most of the question's words, from a little above
+# the first line holding one (a chunk's first 12 lines are often its docstring).
 SNIPPET_LINES = 12
+SNIPPET_CONTEXT_LINES = 2
 DESCRIPTION_CHARS = 160
 # Prose (changelogs, READMEs, docs) often repeats a question's words without being the code
 # that answers it: it is listed only after the code locations, unless the question asks for docs.
@@ -31,6 +36,9 @@ DESCRIPTION_CHARS = 160
 DOCS_WORDS = frozenset("doc docs documentation documented readme changelog tutorial".split())
 # A grouped chunk (several small declarations) names at most this many of its signatures.
 SIGNATURES_SHOWN = 2
+# A signature is found in its chunk's lines by this many leading non-space characters:
+# enough to tell `def stop(self)` from `def start(self)`, short of where a long one wraps.
+SIGNATURE_HEAD_CHARS = 24
 # Touching hits are listed as one location up to this size, the evidence step's own
 # limit for widening a hit: beyond it a location stops being one place to look.
 MAX_LOCATION_LINES = MAX_ENCLOSING_LINES
@@ -60,16 +68,17 @@ def offline_draft(
     parts.append("**Most relevant code, best first:**")
     parts.append("")
     terms = _words(key_phrase(question))
-    for number, location in enumerate(chosen, start=1):
-        chunk = location.chunk
+    subject = subject_words(question)
+    windows = [_best_window(location, subject) for location in chosen]
+    for number, (location, window) in enumerate(zip(chosen, windows, strict=True), start=1):
+        chunk = _declaration_at(location, window, subject)
         name = display_signature(chunk, terms)
         label = f"`{chunk.path}:{location.start}-{location.end}`"
         head = f"{number}. {label}" + (f" — `{_one_line(name)}`" if name else "")
         also = f" (with `{'`, `'.join(location.also)}`)" if location.also else ""
         parts.append(f"{head} — {describe(chunk, terms)}{also}")
     first = chosen[0]
-    start = max(first.start, first.chunk.start_line)  # the best hit itself, not what it absorbed
-    last = min(first.end, start + SNIPPET_LINES - 1)
+    start, last = windows[0]
     snippet = _excerpt_lines(first.excerpt, start, last)
     if snippet:
         parts += [
@@ -128,6 +137,89 @@ def _locations(
             break
         chosen.append(_Location(chunk, start, end, excerpt))
     return chosen
+
+
+def _best_window(location: _Location, words: frozenset[str]) -> tuple[int, int]:
+    """The SNIPPET_LINES lines of the location's best hit holding most of `words`.
+
+    Words are counted once per window, as the keyword index tokenizes them; of equal
+    windows the earliest wins, then moves down to begin SNIPPET_CONTEXT_LINES above its
+    first line holding a word. Without any word the hit's first lines are shown.
+    """
+    start = max(location.start, location.chunk.start_line)  # the hit, not what it absorbed
+    end = min(location.end, location.chunk.end_line)
+    size = min(SNIPPET_LINES, end - start + 1)
+    lines = _excerpt_lines(location.excerpt, start, end).split("\n")
+    held = [frozenset(code_tokens(line)) & words for line in lines]
+    best, best_count = 0, 0
+    for first in range(len(lines) - size + 1):
+        count = len(frozenset().union(*held[first : first + size]))
+        if count > best_count:
+            best, best_count = first, count
+    if best_count:
+        matching = next(i for i in range(best, best + size) if held[i])
+        best = min(max(best, matching - SNIPPET_CONTEXT_LINES), len(lines) - size)
+    return start + best, start + best + size - 1
+
+
+def _declaration_at(location: _Location, window: tuple[int, int], words: frozenset[str]) -> Chunk:
+    """The chunk as one declaration: of a grouped chunk's several, the one holding `window`.
+
+    A grouped chunk lists the signatures of all its declarations; its label must name the
+    declaration the shown lines belong to, with that declaration's own description. When
+    the window spans several (small ones), the one whose shown lines hold most of `words`
+    is named, then the one most of the window lies in.
+    """
+    chunk = location.chunk
+    if not chunk.signature or "\n" not in chunk.signature:
+        return chunk
+    starts = _declaration_starts(chunk, location.excerpt)
+    if not starts:
+        return chunk
+    bounds = [*(line for line, _ in starts[1:]), chunk.end_line + 1]
+    spans = [(line, bound - 1, sig) for (line, sig), bound in zip(starts, bounds, strict=True)]
+    overlap = [min(window[1], last) - max(window[0], line) for line, last, _ in spans]
+    if max(overlap) < 0:  # the window lies above every declaration (module-level lines)
+        return chunk
+    held = [
+        _words_held(location.excerpt, max(window[0], line), min(window[1], last), words)
+        for line, last, _ in spans
+    ]
+    line, last, signature = max(zip(held, overlap, spans, strict=True))[2]
+    text = _excerpt_lines(location.excerpt, max(line, location.excerpt.start_line), last)
+    names = [name for name in (chunk.symbol or "").split(", ") if name]
+    symbol = next(
+        (n for n in names if re.search(rf"\b{re.escape(n.split('.')[-1])}\b", signature)), None
+    )
+    return replace(
+        chunk, start_line=line, end_line=last, text=text, signature=signature, symbol=symbol
+    )
+
+
+def _words_held(excerpt: Excerpt, start: int, end: int, words: frozenset[str]) -> int:
+    """How many of `words` lines start..end of the excerpt hold (-1 for no lines)."""
+    if start > end:
+        return -1
+    return len(words & frozenset(code_tokens(_excerpt_lines(excerpt, start, end))))
+
+
+def _declaration_starts(chunk: Chunk, excerpt: Excerpt) -> list[tuple[int, str]]:
+    """(line, signature) of each of the chunk's signatures found in the excerpt, in order."""
+    first = max(chunk.start_line, excerpt.start_line)
+    last = min(chunk.end_line, excerpt.end_line)
+    lines = _excerpt_lines(excerpt, first, last).split("\n")
+    squeezed = ["".join(line.split()) for line in lines]
+    found: dict[int, str] = {}
+    for signature in (chunk.signature or "").split("\n"):
+        # Signatures are stored whitespace-collapsed and may be cut: compare their heads.
+        head = "".join(signature.split())[:SIGNATURE_HEAD_CHARS]
+        if not head:
+            continue
+        for index, line in enumerate(squeezed):
+            if line.startswith(head) and first + index not in found:
+                found[first + index] = signature
+                break
+    return sorted(found.items())
 
 
 def _can_merge(location: _Location, excerpt: Excerpt, start: int, end: int) -> bool:

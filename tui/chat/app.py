@@ -20,6 +20,12 @@ from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexMismatch
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import IndexReport, ProgressEvent
+from codeqa.retrieval.search.query import cap_query
+from codeqa.retrieval.search.relevance import (
+    NOTHING_RELEVANT,
+    RELEVANCE_HITS,
+    assess_relevance,
+)
 from codeqa.tui.chat.screens import ChatScreen, CodeViewerScreen, HelpScreen
 from codeqa.tui.chat.widgets import (
     AnswerMessage,
@@ -369,6 +375,11 @@ class CodeqaApp(App[None]):
         def ask() -> Answer:
             return assistant.ask(question, thread_id=thread_id, on_token=on_token, cancel=cancel)
 
+        def relevant() -> bool:  # judged on the search it was fitted on (relevance.py)
+            mode = assistant.settings.search_mode
+            hits = assistant.retriever.search(cap_query(question), mode, RELEVANCE_HITS)
+            return assess_relevance(question, hits).relevant
+
         try:
             answer = await in_daemon_thread(ask, name="codeqa-answer")
         except KeyboardInterrupt:
@@ -379,6 +390,11 @@ class CodeqaApp(App[None]):
             self.post_message(AnswerFailed(f"{type(error).__name__}: {error}"))
         else:
             self.post_message(AnswerFinished(answer, cancelled=cancel.is_set()))
+            if not cancel.is_set() and not await in_daemon_thread(
+                relevant, name="codeqa-relevance"
+            ):
+                warning = f"{NOTHING_RELEVANT}; the answer shows only the closest matches."
+                self.notify(warning, title="About this answer", timeout=8)
 
     async def on_answer_token(self, message: AnswerToken) -> None:
         if self._answer_view is not None:

@@ -71,6 +71,12 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.agent import AgentSettings, Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
+    from codeqa.retrieval.search.query import cap_query
+    from codeqa.retrieval.search.relevance import (
+        NOTHING_RELEVANT,
+        RELEVANCE_HITS,
+        assess_relevance,
+    )
     from codeqa.tui.cli.progress import VectorCoverage
 
     question = sys.stdin.read() if args.question == "-" else args.question
@@ -100,12 +106,21 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(token)
             sys.stdout.flush()
 
+        # Judged on the search it was fitted on, and said before the answer streams.
+        judged = index.search(cap_query(question), agent.search_mode, RELEVANCE_HITS)
+        relevance = assess_relevance(question, judged)
+        if not relevance.relevant and not args.json:
+            print(f"{NOTHING_RELEVANT}; the closest matches follow.\n", flush=True)
         answer = assistant.ask(question, on_token=on_token if stream else None)
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
                 print(f"codeqa: note: {note}", file=sys.stderr)
         if args.json:
-            reply = answer_to_json(answer) | {"vectors_filled": round(coverage.filled, 4)}
+            reply = answer_to_json(answer) | {
+                "relevant": relevance.relevant,
+                "relevance": round(relevance.score, 4),
+                "vectors_filled": round(coverage.filled, 4),
+            }
             print(json.dumps(reply, indent=2))
             sys.stdout.flush()  # the answer is out before the note on how vectors get filled
             return _finish_vectors(index.repo_root, args, settings.index, coverage, False)

@@ -15,6 +15,12 @@ from typing import TYPE_CHECKING
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
+from codeqa.retrieval.search.relevance import (
+    NOTHING_RELEVANT,
+    RELEVANCE_HITS,
+    Relevance,
+    assess_relevance,
+)
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import (
     REPO_HELP,
@@ -25,7 +31,7 @@ from codeqa.tui.cli.common import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from codeqa.retrieval.index import Index
 
 SNIPPET_LINES = 3
 
@@ -59,6 +65,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_index_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def relevance_to_json(relevance: Relevance) -> dict[str, object]:
+    return {"relevant": relevance.relevant, "relevance": round(relevance.score, 4)}
 
 
 def hit_to_json(hit: SearchHit) -> dict[str, object]:
@@ -115,21 +125,33 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.queries_file:
             for query_id, question in read_queries(args.queries_file):
-                query = _capped(question, f"query {query_id}")
-                hits = index.search(query, mode, args.limit)
-                print(json.dumps({"id": query_id, "results": [hit_to_json(h) for h in hits]}))
+                hits, relevance = _searched(index, _capped(question, f"query {query_id}"), args)
+                results = [hit_to_json(h) for h in hits]
+                print(
+                    json.dumps({"id": query_id, **relevance_to_json(relevance), "results": results})
+                )
             return 0
-        hits = index.search(_capped(args.query, "the query"), mode, args.limit)
+        hits, relevance = _searched(index, _capped(args.query, "the query"), args)
     if args.json:
         for hit in hits:
-            print(json.dumps(hit_to_json(hit)))
+            print(json.dumps(hit_to_json(hit) | relevance_to_json(relevance)))
         return 0
     if not hits:
         print("no results")
         return 0
     for hit in hits:
         print(_format_hit(hit))
+    if not relevance.relevant:  # after the hits: the first line is always the best hit
+        print(f"{NOTHING_RELEVANT}; these are only the closest matches.")
     return 0
+
+
+def _searched(
+    index: Index, query: str, args: argparse.Namespace
+) -> tuple[list[SearchHit], Relevance]:
+    """The top `--limit` hits, and whether the top RELEVANCE_HITS (what it was fitted on) answer."""
+    hits = index.search(query, SearchMode(args.mode), max(args.limit, RELEVANCE_HITS))
+    return hits[: args.limit], assess_relevance(query, hits)
 
 
 def _capped(query: str, name: str) -> str:

@@ -1,0 +1,119 @@
+"""Fit and measure the "nothing relevant" signal (retrieval/search/relevance.py).
+
+    python -m codeqa.evals.relevance_fit --index-root DIR --corpora DIR [--agent] \
+        IN_SCOPE.jsonl [...] --out-of-scope evals/samples/out-of-scope.jsonl
+
+Runs each question through hybrid search (10 hits) on its corpus's existing index,
+fits a logistic model on the two coverage shares, and prints the coefficients, the
+highest threshold keeping false alarms on in-scope questions at or under the target,
+and the detection rate on the out-of-scope questions, at the fitted and at the shipped
+coefficients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from codeqa.agent import AgentSettings, Assistant
+from codeqa.evals.dataset import Question, load_dataset
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.search.relevance import RELEVANCE_HITS, RELEVANCE_THRESHOLD, assess_relevance
+
+MAX_FALSE_ALARMS = 0.02
+
+
+def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bool) -> np.ndarray:
+    """(all_share, best_share, shipped score) of each question, in order.
+
+    With `agent` the hits are an offline answer's sources (what `codeqa ask` judges),
+    else hybrid search's top RELEVANCE_HITS (what `codeqa search` judges).
+    """
+    by_corpus: dict[str, list[int]] = {}
+    for position, question in enumerate(questions):
+        by_corpus.setdefault(question.corpus, []).append(position)
+    found: dict[int, tuple[float, float, float]] = {}
+    base = IndexSettings(vector_cache=index_root / "vectors.sqlite")
+    for corpus, positions in by_corpus.items():
+        settings = replace(base, index_dir=index_root / corpus)
+        with open_index(corpora / corpus, settings) as index:
+            assistant = Assistant(index, AgentSettings(model=None)) if agent else None
+            for position in positions:
+                text = questions[position].question
+                if assistant is not None:
+                    hits = assistant.ask(text, thread_id=str(position)).sources
+                else:
+                    hits = index.search(text, SearchMode.HYBRID, RELEVANCE_HITS)
+                verdict = assess_relevance(text, hits)
+                found[position] = (verdict.all_share, verdict.best_share, verdict.score)
+    rows = [found[position] for position in range(len(questions))]
+    return np.array(rows, dtype=np.float64)
+
+
+def fit_logistic(features: np.ndarray, labels: np.ndarray, steps: int = 50) -> np.ndarray:
+    """Newton's method for [bias, weights...] with a small ridge penalty (stable if separable)."""
+    design = np.hstack([np.ones((len(features), 1)), features])
+    weights = np.zeros(design.shape[1])
+    ridge = 1e-2 * np.eye(design.shape[1])
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-design @ weights))
+        gradient = design.T @ (p - labels) + ridge @ weights
+        hessian = design.T @ (design * (p * (1 - p))[:, None]) + ridge
+        weights -= np.linalg.solve(hessian, gradient)
+    return weights
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("in_scope", nargs="+", type=Path)
+    parser.add_argument("--out-of-scope", type=Path, required=True)
+    parser.add_argument("--corpora", type=Path, required=True)
+    parser.add_argument("--index-root", type=Path, required=True)
+    parser.add_argument("--agent", action="store_true", help="judge offline answers' sources")
+    args = parser.parse_args()
+    inside = [q for path in args.in_scope for q in load_dataset(path)]
+    outside = load_dataset(args.out_of_scope)
+    a = shares(inside, args.corpora, args.index_root, args.agent)
+    b = shares(outside, args.corpora, args.index_root, args.agent)
+    features = np.vstack([a[:, :2], b[:, :2]])
+    labels = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
+    weights = fit_logistic(features, labels)
+    fitted_a = 1 / (1 + np.exp(-(weights[0] + a[:, :2] @ weights[1:])))
+    fitted_b = 1 / (1 + np.exp(-(weights[0] + b[:, :2] @ weights[1:])))
+    allowed = int(MAX_FALSE_ALARMS * len(a))
+    threshold = float(np.sort(fitted_a)[allowed]) if allowed < len(a) else 0.0
+    report = {
+        "in_scope": len(a),
+        "out_of_scope": len(b),
+        "fitted": {"bias": weights[0], "all_weight": weights[1], "best_weight": weights[2]},
+        "fitted_threshold": threshold,
+        "fitted_false_alarms": float(np.mean(fitted_a < threshold)),
+        "fitted_detection": float(np.mean(fitted_b < threshold)),
+        "shipped_false_alarms": float(np.mean(a[:, 2] < RELEVANCE_THRESHOLD)),
+        "shipped_detection": float(np.mean(b[:, 2] < RELEVANCE_THRESHOLD)),
+        "in_scope_share_means": a[:, :2].mean(axis=0).tolist(),
+        "out_of_scope_share_means": b[:, :2].mean(axis=0).tolist(),
+    }
+    report["shipped_by_threshold"] = {
+        f"{cut:.2f}": {
+            "false_alarms": float(np.mean(a[:, 2] < cut)),
+            "detection": float(np.mean(b[:, 2] < cut)),
+        }
+        for cut in np.arange(0.25, 0.55, 0.05)
+    }
+    print(json.dumps(report, indent=2, default=float))
+    for question, row in zip(inside, a, strict=True):
+        if row[2] < RELEVANCE_THRESHOLD:
+            print("false alarm (shipped):", question.id, row.round(3).tolist())
+    for question, row in zip(outside, b, strict=True):
+        if row[2] >= RELEVANCE_THRESHOLD:
+            print("missed (shipped):", question.id, row.round(3).tolist())
+
+
+if __name__ == "__main__":
+    main()

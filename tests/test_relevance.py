@@ -1,0 +1,93 @@
+"""The "nothing relevant" signal: said plainly when the hits hold little of the question."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
+from codeqa.retrieval.search.relevance import (
+    NOTHING_RELEVANT,
+    RELEVANCE_THRESHOLD,
+    assess_relevance,
+    subject_words,
+)
+from codeqa.tui.cli import main
+
+SCANNER = Chunk(
+    "json/scanner.py", 1, 4, "python", ChunkKind.DECLARATION, "py_make_scanner",
+    "def py_make_scanner(context)",
+    "def py_make_scanner(context):\n    parse_object = context.parse_object\n"
+    "    parse_array = context.parse_array\n    return scan_once",
+    "",
+)  # fmt: skip
+
+
+def test_subject_words_leave_out_question_words_and_keep_identifiers():
+    words = subject_words("How does the `py_make_scanner` function parse an array?")
+    assert {"py_make_scanner", "scanner", "parse", "array"} <= words
+    assert not {"how", "does", "the", "function", "an"} & words
+
+
+def test_question_the_hits_hold_is_relevant():
+    relevance = assess_relevance(
+        "How does py_make_scanner parse an array?", [SearchHit(SCANNER, 1)]
+    )
+    assert relevance.relevant and relevance.score > 0.9
+
+
+def test_question_whose_words_the_hits_lack_is_not_relevant():
+    relevance = assess_relevance("kubernetes pod autoscaler replicas", [SearchHit(SCANNER, 1)])
+    assert not relevance.relevant and relevance.score < 0.2
+
+
+def test_no_hits_is_not_relevant_and_a_question_without_subject_is_not_flagged():
+    assert not assess_relevance("kubernetes pod autoscaler", []).relevant
+    assert assess_relevance("how does it work?", [SearchHit(SCANNER, 1)]).relevant
+
+
+@pytest.mark.slow  # builds a real index with the ONNX model through the CLI
+def test_search_json_carries_the_relevance_verdict(small_repo, index_dir, capsys):
+    main(["index", str(small_repo), "--index-dir", str(index_dir)])
+    capsys.readouterr()
+
+    def search(query: str) -> list[dict]:
+        args = ["search", query, "--repo", str(small_repo), "--index-dir", str(index_dir)]
+        assert main([*args, "--json", "--limit", "2"]) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    about_code = search("How are floats like NaN and Infinity encoded?")
+    out_of_scope = search("How does the kubernetes horizontal pod autoscaler add replicas?")
+    assert len(about_code) == 2 and all(row["relevant"] is True for row in about_code)
+    assert all(row["relevant"] is False for row in out_of_scope)
+    assert all(0 <= row["relevance"] < about_code[0]["relevance"] for row in out_of_scope)
+    plain = ["search", "kubernetes pod autoscaler", "--repo", str(small_repo)]
+    assert main([*plain, "--index-dir", str(index_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("json/")  # the closest match first, as always
+    assert out[-1] == f"{NOTHING_RELEVANT}; these are only the closest matches."
+
+
+@pytest.mark.slow  # builds a real index with the ONNX model through the CLI
+def test_ask_says_first_that_nothing_in_the_repository_answers_an_out_of_scope_question(
+    small_repo, index_dir, capsys, monkeypatch
+):
+    monkeypatch.delenv("CODEQA_MODEL", raising=False)
+    # "decode" finds the decoder: closest matches exist, none about autoscaling pods.
+    question = "How does the kubernetes horizontal pod autoscaler decode replicas?"
+    args = ["ask", question, "--repo", str(small_repo), "--index-dir", str(index_dir)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{NOTHING_RELEVANT}; the closest matches follow.\n")
+    assert "`json/decoder.py:" in out  # the closest matches are still listed, cited
+    assert main([*args, "--json"]) == 0
+    reply = json.loads(capsys.readouterr().out)
+    assert reply["relevant"] is False and 0 <= reply["relevance"] < RELEVANCE_THRESHOLD
+
+
+@pytest.mark.slow  # builds a real index with the ONNX model through the CLI
+def test_ask_about_the_code_says_nothing_of_relevance(small_repo, index_dir, capsys, monkeypatch):
+    monkeypatch.delenv("CODEQA_MODEL", raising=False)
+    question = "How are floats like NaN and Infinity encoded?"
+    assert main(["ask", question, "--repo", str(small_repo), "--index-dir", str(index_dir)]) == 0
+    assert NOTHING_RELEVANT not in capsys.readouterr().out
