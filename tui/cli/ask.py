@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
-from codeqa.tui.cli.common import add_index_arguments, settings_from_args
+from codeqa.tui.cli.common import add_api_base_argument, add_index_arguments, settings_from_args
 from codeqa.tui.settings import TRUST_FLAG
 
 if TYPE_CHECKING:  # progress.py imports the indexer: loaded when a command runs, not at parse
@@ -43,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("question", help="the question; '-' reads it from stdin")
     parser.add_argument("--repo", type=Path, default=Path("."), help="repository (default: .)")
     parser.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
+    add_api_base_argument(parser)
     parser.add_argument(
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
     )
@@ -55,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.agent import AgentSettings, Assistant
+    from codeqa.agent import Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
     from codeqa.tui.cli.progress import VectorCoverage
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if not question.strip():
         raise EmptyQuestion("the question is empty")
     settings = settings_from_args(args, args.repo)
-    agent = AgentSettings(model=settings.model, search_mode=SearchMode(args.mode))
+    agent = settings.agent(search_mode=SearchMode(args.mode))
     if agent.model:  # a bad model name or key should not cost an indexing run first
         LLMClient(agent).check()
     index = _fresh_index(args.repo, settings.index)

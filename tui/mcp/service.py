@@ -230,7 +230,7 @@ class IndexService:
         ]
 
     def ask(self, question: str) -> AskResult:
-        from codeqa.agent import AgentSettings, Assistant
+        from codeqa.agent import Assistant
 
         if not question.strip():
             raise ToolInputError("question is empty")
@@ -239,7 +239,7 @@ class IndexService:
                 f"question is {len(question):,} characters; the most is {MAX_QUERY_CHARS:,}"
             )
         with self._lock:
-            answer = Assistant(self._index, AgentSettings(model=self._settings.model)).ask(question)
+            answer = Assistant(self._index, self._settings.agent()).ask(question)
         return AskResult(answer.text, [str(c) for c in answer.citations], answer.notes)
 
     def status(self) -> IndexStatus:
