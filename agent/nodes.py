@@ -70,8 +70,14 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         context.count_tokens,
         context.cut_tokens,
     )
-    queries, usage = plan_with_model(context.llm, fitted.question, fitted.history, limit)
-    return {"queries": queries, "usage": _added(state.get("usage", Usage()), usage)}
+    planned = plan_with_model(
+        context.llm, fitted.question, fitted.history, limit, cancel=context.cancel
+    )
+    return {
+        "queries": planned.queries,
+        "usage": _added(state.get("usage", Usage()), planned.usage),
+        "plan_notes": planned.notes,
+    }
 
 
 def retrieve(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
@@ -160,7 +166,12 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         str(context.tools.repo_root),
     )
     text = checked.text.strip() or "The model returned an empty answer."
-    notes = state.get("notes", []) + checked.notes + context.tools.refusal_notes()
+    notes = (
+        state.get("plan_notes", [])
+        + state.get("notes", [])
+        + checked.notes
+        + context.tools.refusal_notes()
+    )
     if checked.repaired or checked.removed:
         text += (
             f"\n\n_Citation check: {checked.repaired} corrected, {checked.removed} removed "

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from codeqa.agent.answer import Usage
 from codeqa.agent.llm import LLMClient
@@ -114,30 +116,54 @@ def _unique(queries: list[Query]) -> list[Query]:
     return kept
 
 
+# Said when the model's plan is not the JSON asked for (small local models often reply
+# in prose): the rule-based searches still run, so the answer is found without it.
+UNREADABLE_PLAN_NOTE = (
+    "The model's search plan was not valid JSON; searched with the rule-based plan only."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPlan:
+    """The searches to run, what asking the model cost, and what to tell the user."""
+
+    queries: list[Query]
+    usage: Usage
+    notes: list[str] = field(default_factory=list)
+
+
 def plan_with_model(
-    llm: LLMClient, question: str, history: Sequence[Turn], limit: int = 8
-) -> tuple[list[Query], Usage]:
+    llm: LLMClient,
+    question: str,
+    history: Sequence[Turn],
+    limit: int = 8,
+    cancel: threading.Event | None = None,
+) -> ModelPlan:
     """Rule-based exact terms plus the model's paraphrases, and what asking the model cost."""
     rules = plan_offline(question, history, limit)
-    completion = llm.complete(planner_messages(question, history), max_tokens=300)
+    completion = llm.complete(planner_messages(question, history), max_tokens=300, cancel=cancel)
     suggested = parse_plan(completion.text)
+    if suggested is None:
+        note = [] if completion.cancelled else [UNREADABLE_PLAN_NOTE]
+        return ModelPlan(rules, completion.usage, note)
     exact = [q for q in rules if q.kind is not QueryKind.SEARCH]
     searches = [q for q in rules if q.kind is QueryKind.SEARCH][:1]
     merged = _unique(exact[: limit // 2] + searches + suggested + rules)
-    return merged[:limit], completion.usage
+    return ModelPlan(merged[:limit], completion.usage)
 
 
-def parse_plan(reply: str) -> list[Query]:
-    """Queries from the model's JSON plan: {"search", "symbols", "strings", "paths"} lists."""
+def parse_plan(reply: str) -> list[Query] | None:
+    """Queries from the model's JSON plan ({"search", "symbols", "strings", "paths"} lists);
+    None when the reply holds no JSON object."""
     start, end = reply.find("{"), reply.rfind("}")
     if start < 0 or end <= start:
-        return []
+        return None
     try:
         data = json.loads(reply[start : end + 1])
     except json.JSONDecodeError:
-        return []
+        return None
     if not isinstance(data, dict):
-        return []
+        return None
     kinds = {
         "search": QueryKind.SEARCH,
         "symbols": QueryKind.SYMBOL,

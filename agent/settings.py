@@ -20,6 +20,9 @@ class AgentSettings:
     # Any model string litellm accepts ("openai/gpt-4o-mini", "ollama/llama3", …);
     # None answers offline with the extractive draft.
     model: str | None = None
+    # Where the model's OpenAI-compatible server listens (a local Ollama, LM Studio, vLLM
+    # or llama.cpp server: "http://127.0.0.1:8080/v1"); None uses the provider's own URL.
+    api_base: str | None = None
     # Retrieve→verify rounds per question: a second round rescues most answers
     # whose first evidence missed; more rounds rarely find anything new.
     max_rounds: int = 2
@@ -54,6 +57,8 @@ class AgentSettings:
     retries: int = 4
     retry_initial_seconds: float = 1.0
     retry_max_seconds: float = 30.0
+    # One request's limit, and also the most time spent retrying: a server that is not
+    # running fails within it (a CPU-bound local model can take a minute to answer).
     request_timeout_seconds: float = 120.0
 
     @classmethod

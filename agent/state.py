@@ -41,6 +41,7 @@ class AgentState(TypedDict, total=False):
     question: str
     history: Annotated[list[Turn], operator.add]  # grows by one Turn per answered question
     queries: list[Query]  # this round's plan
+    plan_notes: list[str]  # what the first round's planning has to tell the user
     searched: list[str]  # every query issued this turn, for the Answer
     hits: list[SearchHit]  # fused and ranked, all rounds of this turn
     evidence: list[Excerpt]  # exactly what the latest draft was shown
@@ -59,6 +60,7 @@ def fresh_turn(question: str) -> AgentState:
     return AgentState(
         question=question,
         queries=[],
+        plan_notes=[],
         searched=[],
         hits=[],
         evidence=[],

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from codeqa.agent.settings import AgentSettings
 from codeqa.evals.agent_scores import AgentScores, score_answer, score_failed_answer
 from codeqa.evals.dataset import Question
 from codeqa.evals.judge import AnswerJudge, JudgeVerdict
@@ -91,6 +92,9 @@ class EvalOptions:
     model: str | None = None  # with agent: litellm model string; None answers offline
     # With agent: grade answers against `reference_answer` with this litellm model.
     judge_model: str | None = None
+    # What every model call (the agent's and the judge's) starts from: the server's URL,
+    # its context window and the request timeout; `model` and `judge_model` replace its model.
+    llm: AgentSettings = field(default_factory=AgentSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,12 +218,11 @@ def _checked_models(options: EvalOptions) -> AnswerJudge | None:
         return None
     if options.model:
         from codeqa.agent.llm import LLMClient
-        from codeqa.agent.settings import AgentSettings
 
-        LLMClient(AgentSettings(model=options.model)).check()
+        LLMClient(replace(options.llm, model=options.model)).check()
     if options.judge_model is None:
         return None
-    judge = AnswerJudge(options.judge_model)
+    judge = AnswerJudge(options.judge_model, options.llm)
     judge.check()
     return judge
 
@@ -307,10 +310,10 @@ def _run_search_question(
 def _agent_answerer(index, options: EvalOptions, mode: SearchMode) -> Callable[[Question], object]:
     """The seam to codeqa.agent: one Assistant per corpus and mode, a fresh thread per question."""
     try:
-        from codeqa.agent import AgentSettings, Assistant
+        from codeqa.agent import Assistant
     except ImportError:
         raise CodeqaError("--agent needs codeqa.agent.Assistant, which this build lacks") from None
-    assistant = Assistant(index, AgentSettings.from_env(options.model, search_mode=mode))
+    assistant = Assistant(index, replace(options.llm, model=options.model, search_mode=mode))
     return lambda question: assistant.ask(question.question, thread_id=f"eval:{question.id}")
 
 

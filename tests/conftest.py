@@ -75,3 +75,14 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
         return install_scripted(monkeypatch, *replies, otherwise=otherwise, hold_after=hold_after)
 
     return install
+
+
+@pytest.fixture(scope="session")
+def local_model_server(tmp_path_factory: pytest.TempPathFactory):
+    """llama.cpp's OpenAI-compatible server with SmolLM2-135M (2,048-token window) on a free
+    loopback port, started once and stopped at the end; fails with how to install it."""
+    from local_server import start_server
+
+    server = start_server(tmp_path_factory.mktemp("llama_server"), n_ctx=2048)
+    yield server
+    server.stop()

@@ -273,5 +273,5 @@ def test_declared_context_window_setting_bounds_the_prompt_too(retriever, script
 def test_window_too_small_for_any_question_is_one_clear_error(retriever, scripted):
     model = scripted(PLAN, "unused")
     with pytest.raises(LLMError, match="context window"):
-        Assistant(retriever, settings(context_window=1200)).ask("What does `scanner` do?")
+        Assistant(retriever, settings(context_window=100)).ask("What does `scanner` do?")
     assert model.calls == []

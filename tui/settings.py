@@ -11,9 +11,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codeqa.retrieval.config import STORE_BACKENDS, IndexSettings
 from codeqa.retrieval.errors import ConfigError
+
+if TYPE_CHECKING:  # the agent package loads LangGraph: imported when a command answers
+    from codeqa.agent.settings import AgentSettings
 
 CONFIG_FILE_NAME = "codeqa.toml"
 TRUST_FLAG = "--trust-repo-config"
@@ -33,6 +37,11 @@ class Key:
 
 KEYS: dict[str, Key] = {
     "model": Key("CODEQA_MODEL", str),
+    # The model's server (a local OpenAI-compatible one): questions and code go there.
+    "api_base": Key("CODEQA_API_BASE", str),
+    # A local model's real window and speed: litellm's map knows neither for custom models.
+    "context_window": Key("CODEQA_CONTEXT_WINDOW", int),
+    "request_timeout": Key("CODEQA_REQUEST_TIMEOUT", int),
     "embed_model": Key("CODEQA_EMBED_MODEL", str),
     "index_dir": Key("CODEQA_INDEX_DIR", str),
     "store": Key("CODEQA_STORE", str),
@@ -51,8 +60,22 @@ KEYS: dict[str, Key] = {
 class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     model: str | None = None  # litellm model string; None: offline answer mode
+    api_base: str | None = None  # the model server's URL; None: the provider's own
+    context_window: int | None = None  # tokens; None: litellm's model map, else a default
+    request_timeout: int | None = None  # seconds per request, and for all its retries
     # One line per config problem that does not stop the command (ignored repo settings).
     warnings: tuple[str, ...] = ()
+
+    def agent(self, **overrides: object) -> AgentSettings:
+        """The agent's settings for these: model, server, window and timeout, then `overrides`."""
+        from codeqa.agent.settings import AgentSettings
+
+        chosen: dict[str, object] = {"model": self.model, "api_base": self.api_base}
+        if self.context_window is not None:
+            chosen["context_window"] = self.context_window
+        if self.request_timeout is not None:
+            chosen["request_timeout_seconds"] = float(self.request_timeout)
+        return AgentSettings(**(chosen | overrides))  # type: ignore[arg-type]
 
 
 def user_config_path() -> Path:
@@ -176,5 +199,15 @@ def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
         index = replace(index, max_file_bytes=max_file_bytes)
     if values.get("include_generated"):
         index = replace(index, include_generated=True)
-    model = values.get("model") or None
-    return Settings(index=index, model=model, warnings=warnings)  # type: ignore[arg-type]
+    numbers = {
+        key: _whole_number(key, values[key], "settings")
+        for key in ("context_window", "request_timeout")
+        if values.get(key) is not None
+    }
+    return Settings(
+        index=index,
+        model=values.get("model") or None,  # type: ignore[arg-type]
+        api_base=values.get("api_base") or None,  # type: ignore[arg-type]
+        warnings=warnings,
+        **numbers,  # type: ignore[arg-type]
+    )

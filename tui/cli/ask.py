@@ -19,6 +19,7 @@ from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import (
     REPO_HELP,
+    add_api_base_argument,
     add_index_arguments,
     repository_from_args,
     settings_from_args,
@@ -49,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("question", help="the question; '-' reads it from stdin")
     parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
+    add_api_base_argument(parser)
     parser.add_argument(
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
     )
@@ -68,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.agent import AgentSettings, Assistant
+    from codeqa.agent import Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
     from codeqa.retrieval.search.query import cap_query
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         raise EmptyQuestion("the question is empty")
     repo = repository_from_args(args.repo, "answering about").root
     settings = settings_from_args(args, repo)
-    agent = AgentSettings(model=settings.model, search_mode=SearchMode(args.mode))
+    agent = settings.agent(search_mode=SearchMode(args.mode))
     if agent.model:  # a bad model name or key should not cost an indexing run first
         LLMClient(agent).check()
     index = _fresh_index(repo, settings.index, load_model=agent.search_mode is not SearchMode.BM25)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from codeqa.tui.cli.common import (
     REPO_HELP,
+    add_api_base_argument,
     add_index_arguments,
     repository_from_args,
     settings_from_args,
@@ -27,19 +28,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--model",
         help="litellm model string, e.g. openai/gpt-4o-mini (default: $CODEQA_MODEL, else offline)",
     )
+    add_api_base_argument(parser)
     add_index_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.agent.settings import AgentSettings
     from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 
     # A missing repo is one line on the terminal, not a UI.
     repo = repository_from_args(args.repo, "chatting about").root
     settings = settings_from_args(args, repo)
-    config = ChatConfig(
-        repo=repo, settings=settings, agent=AgentSettings.from_env(model=settings.model)
-    )
+    config = ChatConfig(repo=repo, settings=settings, agent=settings.agent())
     CodeqaApp(config).run()
     return 0

@@ -47,6 +47,14 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_api_base_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--api-base",
+        metavar="URL",
+        help="the model's OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (local models)",
+    )
+
+
 def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
     """The settings for this command; ignored repository settings are named on stderr."""
     settings = load_settings(
@@ -57,6 +65,7 @@ def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
             "store": getattr(args, "store", None),
             "weaviate_url": getattr(args, "weaviate_url", None),
             "model": getattr(args, "model", None),
+            "api_base": getattr(args, "api_base", None),
         },
         trust_repo=bool(getattr(args, "trust_repo_config", False)),
     )

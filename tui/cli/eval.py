@@ -14,6 +14,7 @@ from typing import TextIO
 from codeqa.retrieval.chunking.chunker import CHUNK_STRATEGIES, THREE_TIER
 from codeqa.retrieval.errors import EvalUsageError
 from codeqa.retrieval.records import SearchMode
+from codeqa.tui.cli.common import add_api_base_argument
 
 SAMPLE_DATASET = "codeqa-sample.jsonl"
 ALL_MODES = "all"
@@ -66,6 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--agent", action="store_true", help="score the agent's answers too")
     parser.add_argument("--model", help="with --agent: litellm model (default: offline answers)")
+    add_api_base_argument(parser)
     parser.add_argument(
         "--judge",
         action="store_true",
@@ -132,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
         raise EvalUsageError("--limit must be at least 1")
     if args.top < 1:
         raise EvalUsageError("--top must be at least 1")
-    if args.model and not args.agent:
-        raise EvalUsageError("--model only applies with --agent")
+    if (args.model or args.api_base) and not args.agent:
+        raise EvalUsageError("--model and --api-base only apply with --agent")
     if (args.judge or args.judge_model) and not args.agent:
         raise EvalUsageError("--judge grades the agent's answers; add --agent")
     return _evaluate(args)
@@ -159,7 +161,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     questions = load_dataset(dataset)
     if args.limit is not None:
         questions = questions[: args.limit]
-    settings = load_settings(None, {"embed_model": args.embed_model, "store": args.store})
+    settings = load_settings(
+        None, {"embed_model": args.embed_model, "store": args.store, "api_base": args.api_base}
+    )
     model = args.model or (settings.model if args.agent else None)
     judge_model = args.judge_model or (model if args.judge else None)
     if args.judge and judge_model is None:
@@ -177,6 +181,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         agent=args.agent,
         model=model,
         judge_model=judge_model,
+        llm=settings.agent(),
     )
     index_settings = replace(settings.index, chunker=args.chunker)
     locator = CorpusLocator(args.corpora, overrides)

@@ -277,7 +277,7 @@ class IndexService:
         ]
 
     def ask(self, question: str) -> AskResult:
-        from codeqa.agent import AgentSettings, Assistant
+        from codeqa.agent import Assistant
 
         if not question.strip():
             raise ToolInputError("question is empty")
@@ -287,7 +287,7 @@ class IndexService:
             )
         # Borrowed, not locked: searches and refreshes go on while the model writes.
         with self._borrow() as index:
-            answer = Assistant(index, AgentSettings(model=self._settings.model)).ask(question)
+            answer = Assistant(index, self._settings.agent()).ask(question)
         return AskResult(answer.text, [str(c) for c in answer.citations], answer.notes)
 
     def status(self) -> IndexStatus:
