@@ -63,13 +63,19 @@ MINILM_L6_INT8 = OnnxModelSpec(
 class FusedForm:
     """A fast graph derived once from the packaged model (fused_graph.py), pinned by hash.
 
-    Its vectors differ slightly from the packaged graph's, so its label is part of the
-    embedder name: an index never mixes the two.
+    A form with int8 linears gives slightly different vectors, so its label is part of the
+    embedder name and an index never mixes the two. A form without them computes the
+    packaged graph's vectors (fused kernels only reorder sums, ~1e-7) and keeps its name:
+    indexes built before it stay valid and are not embedded again.
     """
 
     label: str
     int8_linears: tuple[str, ...]  # of fused_graph.LINEARS; the others run in fp32
     sha256: str  # of the derived file, as fused_graph writes it with the pinned onnx
+
+    @property
+    def changes_vectors(self) -> bool:
+        return bool(self.int8_linears)
 
 
 # The graph forms, measured on 300 random django chunks with
@@ -153,7 +159,7 @@ class OnnxEmbedder:
         self.threads = threads or os.cpu_count() or 1
         self.model_path = model_path
         self.name = f"onnx:{spec.label}@{spec.distribution}=={spec.version}/max{max_tokens}"
-        if form is not None:
+        if form is not None and form.changes_vectors:
             self.name += f"/{form.label}"
         self._loaded: _LoadedModel | None = None
         # The model may be loaded in a background thread (build_index does, while the
