@@ -15,7 +15,8 @@ from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import CHECKPOINT_TYPES, fresh_turn
 from codeqa.agent.tools import RepoTools
-from codeqa.retrieval.errors import EmptyQuestion
+from codeqa.retrieval.errors import EmptyQuestion, IndexNotFound
+from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.offline import prepare_offline_environment
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -65,7 +66,7 @@ class Assistant:
         question, notes = self._capped(question.strip())
         context = AgentContext(
             retriever=self.retriever,
-            tools=RepoTools(self.retriever),
+            tools=RepoTools(self.retriever, self._code_graph()),
             settings=self.settings,
             llm=self._llm,
             count_tokens=self.count_tokens,
@@ -88,6 +89,13 @@ class Assistant:
             seconds=time.perf_counter() - started,
             notes=notes + state["notes"],
         )
+
+    def _code_graph(self) -> Graph | None:
+        """None for an index built before the code graph: its graph queries then find nothing."""
+        try:
+            return self.retriever.graph
+        except IndexNotFound:
+            return None
 
     def _capped(self, question: str) -> tuple[str, list[str]]:
         """The question within `question_tokens` (planner and answer both carry it), and a note."""

@@ -37,6 +37,9 @@ QUERY_WEIGHTS = {
     QueryKind.SYMBOL: 1.0,
     QueryKind.PATH: 1.0,
     QueryKind.GREP: 0.5,
+    QueryKind.CALLERS: 1.0,
+    # What a symbol calls is context for it, not usually the answer itself.
+    QueryKind.CALLEES: 0.5,
 }
 CHUNKS_PER_PATH_QUERY = 3
 
@@ -220,6 +223,10 @@ def _run(query: Query, context: AgentContext) -> list[SearchHit]:
         return context.tools.grep_hits(query.text.rsplit(".", 1)[-1], 1.0)
     if query.kind is QueryKind.GREP:
         return context.tools.grep_hits(query.text, 1.0)
+    if query.kind is QueryKind.CALLERS:
+        return context.tools.reference_hits(context.tools.callers(query.text), 1.0)
+    if query.kind is QueryKind.CALLEES:
+        return context.tools.reference_hits(context.tools.callees(query.text), 1.0)
     return _path_hits(query, context.tools)
 
 

@@ -38,6 +38,17 @@ _TRACEBACK_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, i
 _ERROR_LINE = re.compile(
     r"^\s*(?P<type>[A-Z]\w*(?:Error|Exception|Warning))\s*:\s*(?P<msg>.+)$", re.M
 )
+# "Who calls X?", "callers of X", "where is X used?" ask for the code graph's call sites;
+# "what does X call?" for the calls X makes.
+_CALLERS_OF = re.compile(
+    r"\b(?:who|what|which(?:\s+\w+)?)\s+(?:calls?|uses?|invokes?)\s+`?(?P<name>[\w.]+)"
+    r"|\bcall(?:ers|\s+sites)\s+of\s+`?(?P<of>[\w.]+)"
+    r"|\bwhere\s+(?:is|are)\s+`?(?P<used>[\w.]+)`?(?:\(\))?\s+(?:called|used|invoked)",
+    re.I,
+)
+_CALLEES_OF = re.compile(
+    r"\bwhat\s+(?:does|do)\s+`?(?P<name>[\w.]+)`?(?:\(\))?\s+(?:call|invoke)\b", re.I
+)
 _PATH = re.compile(rf"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:{SOURCE_EXTENSIONS}))\b")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
 
@@ -69,6 +80,7 @@ def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) ->
     for word in _WORD.findall(_without_paths(question)):
         if looks_like_identifier(word):
             exact.append(Query(QueryKind.SYMBOL, word.removesuffix("()")))
+    exact.extend(_graph_queries(question))
     searches = [Query(QueryKind.SEARCH, question.strip())]
     phrase = key_phrase(question)
     if phrase and phrase != question.strip():
@@ -78,6 +90,16 @@ def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) ->
         combined = f"{key_phrase(previous.question)} {phrase}".strip()
         searches.append(Query(QueryKind.SEARCH, combined))
     return _unique(exact + searches)[:limit]
+
+
+def _graph_queries(question: str) -> list[Query]:
+    queries = []
+    for pattern, kind in ((_CALLERS_OF, QueryKind.CALLERS), (_CALLEES_OF, QueryKind.CALLEES)):
+        for match in pattern.finditer(question):
+            name = next(group for group in match.groups() if group).rstrip(".")
+            if name.lower() not in STOPWORDS:
+                queries.append(Query(kind, name))
+    return queries
 
 
 def _exact_terms(quoted: str) -> list[Query]:
@@ -153,7 +175,8 @@ def plan_with_model(
 
 
 def parse_plan(reply: str) -> list[Query] | None:
-    """Queries from the model's JSON plan ({"search", "symbols", "strings", "paths"} lists);
+    """Queries from the model's JSON plan ({"search", "symbols", "strings", "paths",
+    "callers", "callees"} lists);
     None when the reply holds no JSON object."""
     start, end = reply.find("{"), reply.rfind("}")
     if start < 0 or end <= start:
@@ -169,6 +192,8 @@ def parse_plan(reply: str) -> list[Query] | None:
         "symbols": QueryKind.SYMBOL,
         "strings": QueryKind.GREP,
         "paths": QueryKind.PATH,
+        "callers": QueryKind.CALLERS,
+        "callees": QueryKind.CALLEES,
     }
     queries: list[Query] = []
     for key, kind in kinds.items():

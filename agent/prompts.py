@@ -41,7 +41,9 @@ or short phrases), and nothing else."""
 PLANNER_RULES = """You plan searches over a code repository to answer a question. Reply with \
 only a JSON object: {"search": [2-3 short natural-language or keyword queries], \
 "symbols": [function/class/variable names likely involved], "strings": [exact strings \
-such as error messages], "paths": [file paths if named or obvious]}. Resolve follow-up \
+such as error messages], "paths": [file paths if named or obvious], "callers": [names \
+whose call sites matter, e.g. when asked who uses them], "callees": [names whose own calls \
+matter, e.g. when asked what they rely on]}. Resolve follow-up \
 references ("it", "that") using the conversation."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
 
 
@@ -17,6 +18,11 @@ class Retriever(Protocol):
     ) -> list[SearchHit]: ...
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]: ...
+
+    @property
+    def graph(self) -> Graph:
+        """The code graph; raises IndexNotFound for an index built before graphs existed."""
+        ...
 
     def chunks_for_path(self, path: str) -> list[Chunk]: ...
 

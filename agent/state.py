@@ -17,6 +17,8 @@ class QueryKind(StrEnum):
     SYMBOL = "symbol"  # look a declaration up by name
     GREP = "grep"  # exact string anywhere in the repo
     PATH = "path"  # a file named in the question
+    CALLERS = "callers"  # the code graph's call sites of a symbol: who uses it
+    CALLEES = "callees"  # the code graph's calls a symbol makes: what it relies on
 
 
 @dataclass(frozen=True, slots=True)

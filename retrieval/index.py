@@ -94,10 +94,18 @@ class Index:
         return len(self._store.ids_missing_vectors())
 
     def search(
-        self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10
+        self,
+        query: str,
+        mode: SearchMode = SearchMode.HYBRID,
+        limit: int = 10,
+        scope: PathScope | None = None,
     ) -> list[SearchHit]:
         """The best `limit` chunks: the store's candidates for the analysed question,
-        re-ranked with the paths and symbols it names (see query.py and rerank.py)."""
+        re-ranked with the paths and symbols it names (see query.py and rerank.py).
+
+        `scope` replaces `self.scope` for this search (a server shares one Index).
+        """
+        scope = self.scope if scope is None else scope
         if not query.strip() or limit <= 0:
             return []
         analysis = analyze_query(query)
@@ -108,10 +116,10 @@ class Index:
             # Handed over uncomputed: the store embeds it while its BM25 leg runs.
             vector = partial(self.embedder.embed_query, text)
         depth = max(limit, tuning.min_candidates)
-        if not self.scope.is_everything:
+        if not scope.is_everything:
             depth *= tuning.scoped_candidates_factor
         hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
-        hits = [hit for hit in hits if self.scope.admits(hit.chunk.path)]
+        hits = [hit for hit in hits if scope.admits(hit.chunk.path, hit.chunk.language)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
         return rerank(hits, analysis, mentioned, tuning, limit)
 
@@ -141,7 +149,7 @@ class Index:
         if self.scope.is_everything:
             return self._store.find_symbol(name, limit)
         found = self._store.find_symbol(name, limit * self.ranking.scoped_candidates_factor)
-        return [chunk for chunk in found if self.scope.admits(chunk.path)][:limit]
+        return [chunk for chunk in found if self.scope.admits(chunk.path, chunk.language)][:limit]
 
     def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
         """`path` read now under discovery's rules, as the index holds it; or why it is refused.

@@ -10,6 +10,8 @@ from codeqa.agent.answer import Citation
 from codeqa.agent.citations import parse_citations
 from codeqa.agent.evidence import Excerpt
 from codeqa.agent.offline import NO_MODEL_NOTICE, describe, offline_draft
+from codeqa.agent.planner import plan_offline
+from codeqa.agent.state import QueryKind
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discovery.walk import discover, read_repo_file
 from codeqa.retrieval.records import SearchHit, SourceFile
@@ -143,3 +145,35 @@ def test_code_is_listed_before_prose_unless_the_question_asks_for_docs(json_repo
         "CHANGES.md",
     ]
     assert parse_citations(about_docs)[0].citation.path == "CHANGES.md"
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Who calls _make_iterencode?", "callers:_make_iterencode"),
+        ("What are the call sites of JSONEncoder.iterencode?", "callers:JSONEncoder.iterencode"),
+        ("Where is `py_scanstring` used?", "callers:py_scanstring"),
+        ("What does py_make_scanner call?", "callees:py_make_scanner"),
+    ],
+)
+def test_questions_about_use_ask_the_code_graph(question, expected):
+    assert expected in [str(query) for query in plan_offline(question)]
+
+
+def test_a_question_that_names_no_use_asks_no_graph_query():
+    kinds = {query.kind for query in plan_offline("How does the encoder detect circular refs?")}
+    assert not kinds & {QueryKind.CALLERS, QueryKind.CALLEES}
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_who_calls_a_function_cites_its_call_site(assistant):
+    answer = assistant.ask("Who calls _make_iterencode?")
+    assert "callers:_make_iterencode" in answer.queries
+    call_sites = [
+        hit.chunk
+        for hit in answer.sources
+        if hit.chunk.path == "json/encoder.py"
+        and "_make_iterencode(" in hit.chunk.text
+        and hit.chunk.symbol != "_make_iterencode"
+    ]
+    assert call_sites, [hit.chunk.location for hit in answer.sources]

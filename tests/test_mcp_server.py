@@ -62,13 +62,14 @@ async def refused(session: ClientSession, tool: str, **arguments: object) -> str
     return message
 
 
-def test_server_lists_its_six_tools_each_saying_when_to_use_it(small_repo, index_dir):
+def test_server_lists_its_seven_tools_each_saying_when_to_use_it(small_repo, index_dir):
     async def script(session: ClientSession) -> None:
         tools = (await session.list_tools()).tools
         assert {tool.name for tool in tools} == {
             "search",
             "read",
             "find_symbol",
+            "references",
             "ask",
             "status",
             "refresh",
@@ -165,6 +166,30 @@ def test_find_symbol_ask_and_status_describe_the_index(small_repo, index_dir):
         assert status["files"] == 4 and status["chunks"] > 0
         assert status["last_updated"] and status["files_changed_since"] == 0
         assert f"files: {status['files']}" in text_of(result)
+
+    drive(small_repo, index_dir, script)
+
+
+def test_references_follow_the_code_graph_and_refuse_what_it_cannot_answer(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        found = await call(session, "references", symbol="_make_iterencode")
+        callers = found.structured_content["references"]
+        assert [(r["path"], r["context"]["symbol"]) for r in callers] == [
+            ("json/encoder.py", "JSONEncoder.iterencode")
+        ]
+        assert "JSONEncoder.iterencode" in text_of(found)
+
+        calls = await call(session, "references", symbol="py_scanstring", relation="callees")
+        assert "_decode_uXXXX" in {r["written"] for r in calls.structured_content["references"]}
+
+        impact = await call(session, "references", symbol="json/decoder.py", relation="impact")
+        assert "json/__init__.py" in impact.structured_content["importers"]
+
+        assert "no_such_function" in await refused(session, "references", symbol="no_such_function")
+        assert "relation" in await refused(session, "references", symbol="x", relation="friends")
+        assert "depth" in await refused(
+            session, "references", symbol="json/decoder.py", relation="impact", depth=99
+        )
 
     drive(small_repo, index_dir, script)
 

@@ -1,7 +1,7 @@
 """A search's scope: the paths whose chunks may be results.
 
-Two limits, both optional: `--path GLOB` (repeatable), and the subfolder a search was run
-from (`codeqa search` in `repo/src` keeps to `src/`).
+Limits, each optional: `--path GLOB` (repeatable), the subfolder a search was run from
+(`codeqa search` in `repo/src` keeps to `src/`), and languages (the MCP `search` tool).
 
 Applied to the candidates before they are re-ranked and cut to the number of results wanted,
 so a result inside the scope is never lost to one outside it.
@@ -25,13 +25,16 @@ class PathScope:
 
     globs: tuple[str, ...] = ()
     folder: str = ""
+    languages: frozenset[str] = frozenset()  # lower case, as chunks name them ("python")
 
     @property
     def is_everything(self) -> bool:
-        return not self.globs and not self.folder
+        return not self.globs and not self.folder and not self.languages
 
-    def admits(self, path: str) -> bool:
+    def admits(self, path: str, language: str | None = None) -> bool:
         if self.folder and not (path == self.folder or path.startswith(self.folder + "/")):
+            return False
+        if self.languages and (language or "").lower() not in self.languages:
             return False
         return not self.globs or any(_matches(path, glob) for glob in self.globs)
 

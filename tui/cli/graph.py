@@ -1,6 +1,7 @@
 """`codeqa refs|callers|impact`: what the code graph knows about a symbol or a file.
 
-Lines read `path:start-end  symbol  (kind)`; `--json` prints one JSON object instead.
+Lines read `path:start-end  symbol  (kind)` (tui/graph_text.py); `--json` prints one JSON
+object instead.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 from pathlib import Path
 
 from codeqa.retrieval.errors import ConfigError
-from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Reference
+from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
@@ -18,8 +19,14 @@ from codeqa.tui.cli.common import (
     repository_from_args,
     settings_from_args,
 )
-
-MODULE_LEVEL = "<module>"
+from codeqa.tui.graph_text import (
+    definition_line,
+    definition_to_json,
+    impact_lines,
+    impact_to_json,
+    reference_line,
+    reference_to_json,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
         graph = index.graph
         if args.graph_command == "impact":
             impact = graph.impact(args.target, args.depth)
-            _print_impact(args.target, impact, as_json=args.json)
+            if args.json:
+                print(json.dumps(impact_to_json(args.target, impact)))
+            else:
+                print("\n".join(impact_lines(impact)))
             return 0
         definitions = graph.definitions(args.target)
         references = (
@@ -78,63 +88,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     for definition in definitions:
-        print(f"{_line(definition)}  [definition]")
+        print(f"{definition_line(definition)}  [definition]")
     if not references:
         print(f"no {'references' if args.graph_command == 'refs' else 'callers'} found")
     for reference in references:
-        context = reference.context.qualname if reference.context else MODULE_LEVEL
-        print(
-            f"{reference.path}:{reference.line}-{reference.line}  {context}  "
-            f"({reference.how}, {reference.resolution})"
-        )
+        print(reference_line(reference))
     return 0
-
-
-def definition_to_json(definition: Definition) -> dict[str, object]:
-    return {
-        "path": definition.path,
-        "start_line": definition.start_line,
-        "end_line": definition.end_line,
-        "symbol": definition.qualname,
-        "kind": definition.kind,
-    }
-
-
-def reference_to_json(reference: Reference) -> dict[str, object]:
-    return {
-        "path": reference.path,
-        "line": reference.line,
-        "how": reference.how,
-        "written": reference.written,
-        "context": definition_to_json(reference.context) if reference.context else None,
-        "resolution": reference.resolution,
-        "targets": [definition_to_json(t) for t in reference.targets],
-    }
-
-
-def _line(definition: Definition) -> str:
-    return f"{definition.location}  {definition.qualname}  ({definition.kind})"
-
-
-def _print_impact(target: str, impact: Impact, *, as_json: bool) -> None:
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "target": target,
-                    "definitions": [definition_to_json(d) for d in impact.targets],
-                    "callers": [definition_to_json(d) for d in impact.callers],
-                    "importers": list(impact.importers),
-                    "tests": list(impact.tests),
-                }
-            )
-        )
-        return
-    for caller in impact.callers:
-        print(f"{_line(caller)}  [caller]")
-    for path in impact.importers:
-        print(f"{path}  [importer]")
-    for path in impact.tests:
-        print(f"{path}  [test]")
-    if not (impact.callers or impact.importers or impact.tests):
-        print("nothing in the code graph depends on it")

@@ -1,4 +1,4 @@
-"""The MCP server: six tools over an IndexService, each giving text and structured content."""
+"""The MCP server: seven tools over an IndexService, each giving text and structured content."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from typing import Any, TypeVar
 
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.status import status_text
-from codeqa.tui.mcp.service import IndexService, SearchPage
+from codeqa.tui.graph_text import (
+    definition_line,
+    definition_to_json,
+    impact_lines,
+    impact_to_json,
+    reference_line,
+    reference_to_json,
+)
+from codeqa.tui.mcp.service import GraphResult, IndexService, SearchPage
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -20,8 +28,8 @@ T = TypeVar("T")
 INSTRUCTIONS = (
     "codeqa indexes this repository (BM25 + vectors, code-aware chunks). Prefer `search` "
     "over grep for questions about where or how something is done, `find_symbol` over "
-    "grep for a definition, and `read` with a line range over reading whole files. "
-    "Every location is path:start-end."
+    "grep for a definition, `references` over grep for who calls or uses a name, and "
+    "`read` with a line range over reading whole files. Every location is path:start-end."
 )
 
 
@@ -99,6 +107,21 @@ def build_server(service: IndexService) -> MCPServer:
         return _result(text, {"definitions": [asdict(d) for d in definitions]})
 
     @server.tool(structured_output=False)
+    def references(symbol: str, relation: str = "callers", depth: int = 2) -> CallToolResult:
+        """Who calls a function, what it calls, everything naming it, or what depends on it.
+
+        From the code graph (Python, JS/TS, Go, Rust, Java), with each call resolved to its
+        definition where the imports allow; use instead of grepping for a name, which also
+        matches other things of the same name. `relation`: "callers" (call sites resolved
+        to `symbol`), "callees" (the calls `symbol` makes), "references" (calls, imports,
+        subclasses and unresolved same-name calls) or "impact" (transitive callers,
+        importers and tests up to `depth` hops; `symbol` may be a file path). `symbol`:
+        a name ("get"), a dotted tail ("Session.get") or a module path ("requests.api.get").
+        """
+        found = _call(service.code_graph, symbol, relation, depth)
+        return _result(_graph_text(found), _graph_structured(symbol, found))
+
+    @server.tool(structured_output=False)
     def ask(question: str) -> CallToolResult:
         """A cited answer to a question about this repository, every claim with path:start-end.
 
@@ -154,6 +177,29 @@ def _result(text: str, structured: dict[str, Any]) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured
     )
+
+
+def _graph_text(found: GraphResult) -> str:
+    if found.impact is not None:
+        lines = impact_lines(found.impact)
+    else:
+        lines = [f"{definition_line(d)}  [definition]" for d in found.definitions]
+        lines += [reference_line(r) for r in found.references] or [f"no {found.relation} found"]
+    if found.left_out:
+        lines.append(f"{found.left_out} more left out to keep this short")
+    return "\n".join(lines)
+
+
+def _graph_structured(symbol: str, found: GraphResult) -> dict[str, Any]:
+    if found.impact is not None:
+        return impact_to_json(symbol, found.impact) | {"left_out": found.left_out}
+    return {
+        "symbol": symbol,
+        "relation": found.relation,
+        "definitions": [definition_to_json(d) for d in found.definitions],
+        "references": [reference_to_json(r) for r in found.references],
+        "left_out": found.left_out,
+    }
 
 
 def _search_text(page: SearchPage) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import fnmatch
 import hashlib
 import json
 import sys
@@ -15,29 +14,31 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy, IndexNotFound
+from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Reference
 from codeqa.retrieval.index import Index, open_index
 from codeqa.retrieval.indexing import refresh_for_keywords
 from codeqa.retrieval.records import SearchHit, SearchMode, SkippedFile
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
+from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.status import IndexStatus, index_status
+from codeqa.tui.graph_text import definition_line, reference_line
 from codeqa.tui.settings import Settings
 
 # Claude Code caps a tool result at 25k tokens; ~20k characters stays far below it for code.
 MAX_OUTPUT_CHARS = 20_000
 MAX_SEARCH_LIMIT = 100
-# With a path or language filter most candidates may be dropped: fetch this many per result.
-FILTER_OVERFETCH = 5
-MAX_CANDIDATES = 1_000
 SNIPPET_LINES = 3
 SNIPPET_LINE_CHARS = 160
 # A refresh that found the index locked (`codeqa index`, another server's vector fill, a
 # status probe in the same instant) tries again after this long, so that a change the
 # watcher saw is not left out until the next one.
 BUSY_RETRY_SECONDS = 2.0
+GRAPH_RELATIONS = ("callers", "callees", "references", "impact")
+MAX_IMPACT_DEPTH = 5
 # One read is a look at a region, not a whole file: an agent pages with start_line.
 MAX_READ_LINES = 500
 
@@ -83,6 +84,17 @@ class SymbolDefinition:
     symbol: str | None
     kind: str
     signature: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphResult:
+    """The code graph's answer for one symbol: its definitions, then references or impact."""
+
+    relation: str
+    definitions: list[Definition]
+    references: list[Reference]  # callers, callees or references; empty for impact
+    impact: Impact | None
+    left_out: int  # references (or impact's callers) beyond the output budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,13 +220,13 @@ class IndexService:
             raise ToolInputError(f"mode must be one of {choices}, not {mode!r}") from None
         key = _query_key(query, search_mode, paths, languages)
         offset = _cursor_offset(cursor, key) if cursor else 0
-        filtered = bool(paths or languages)
-        wanted = offset + limit + 1
-        depth = min(MAX_CANDIDATES, wanted * FILTER_OVERFETCH if filtered else wanted)
+        scope = PathScope(
+            tuple(paths or ()),
+            languages=frozenset(language.lower() for language in languages or ()),
+        )
         with self._borrow() as index:
-            hits = index.search(query, search_mode, depth)
+            kept = index.search(query, search_mode, offset + limit + 1, scope)
             missing = index.vectors_missing if search_mode is not SearchMode.BM25 else 0
-        kept = [hit for hit in hits if _passes(hit, paths, languages)]
         results: list[SearchResult] = []
         used = 0
         for hit in kept[offset : offset + limit]:
@@ -275,6 +287,39 @@ class IndexService:
             )
             for chunk in chunks
         ]
+
+    def code_graph(
+        self, symbol: str, relation: str = "callers", depth: int = DEFAULT_IMPACT_DEPTH
+    ) -> GraphResult:
+        if not symbol.strip():
+            raise ToolInputError("symbol is empty")
+        if len(symbol) > 1_000:
+            raise ToolInputError(f"symbol is {len(symbol):,} characters; a name is shorter")
+        if relation not in GRAPH_RELATIONS:
+            choices = ", ".join(GRAPH_RELATIONS)
+            raise ToolInputError(f"relation must be one of {choices}, not {relation!r}")
+        if not 1 <= depth <= MAX_IMPACT_DEPTH:
+            raise ToolInputError(f"depth must be between 1 and {MAX_IMPACT_DEPTH}, not {depth}")
+        symbol = symbol.strip()
+        with self._borrow() as index:
+            graph = index.graph
+            if relation == "impact":
+                impact = graph.impact(symbol, depth)
+                return _bounded_impact(relation, impact)
+            definitions = graph.definitions(symbol)
+            found = {
+                "callers": graph.callers,
+                "callees": graph.callees,
+                "references": graph.references,
+            }[relation](symbol)
+        kept: list[Reference] = []
+        used = sum(len(definition_line(d)) + 1 for d in definitions)
+        for reference in found:
+            used += len(reference_line(reference)) + 1
+            if kept and used > MAX_OUTPUT_CHARS:
+                break
+            kept.append(reference)
+        return GraphResult(relation, definitions, kept, None, len(found) - len(kept))
 
     def ask(self, question: str) -> AskResult:
         from codeqa.agent import Assistant
@@ -384,12 +429,19 @@ class VectorFill:
             print(f"codeqa: warning: vector fill stopped: {error}", file=sys.stderr)
 
 
-def _passes(hit: SearchHit, paths: list[str] | None, languages: list[str] | None) -> bool:
-    chunk = hit.chunk
-    if paths and not any(fnmatch.fnmatchcase(chunk.path, pattern) for pattern in paths):
-        return False
-    wanted = {language.lower() for language in languages or []}
-    return not wanted or (chunk.language or "").lower() in wanted
+def _bounded_impact(relation: str, impact: Impact) -> GraphResult:
+    """The impact with as many callers as fit the output budget (paths are short)."""
+    used = sum(len(path) + 12 for path in impact.importers + impact.tests)
+    callers: list[Definition] = []
+    for caller in impact.callers:
+        used += len(definition_line(caller)) + 10
+        if callers and used > MAX_OUTPUT_CHARS:
+            break
+        callers.append(caller)
+    bounded = replace(impact, callers=tuple(callers))
+    return GraphResult(
+        relation, list(impact.targets), [], bounded, len(impact.callers) - len(callers)
+    )
 
 
 def _search_result(hit: SearchHit) -> SearchResult:

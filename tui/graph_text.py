@@ -1,0 +1,62 @@
+"""The code graph's answers as lines and JSON, the same for `codeqa refs|callers|impact` and
+the MCP `references` tool.
+
+Lines read `path:start-end  symbol  (kind)`.
+"""
+
+from __future__ import annotations
+
+from codeqa.retrieval.graph import Definition, Impact, Reference
+
+MODULE_LEVEL = "<module>"
+
+
+def definition_line(definition: Definition) -> str:
+    return f"{definition.location}  {definition.qualname}  ({definition.kind})"
+
+
+def reference_line(reference: Reference) -> str:
+    context = reference.context.qualname if reference.context else MODULE_LEVEL
+    return (
+        f"{reference.path}:{reference.line}-{reference.line}  {context}  "
+        f"({reference.how} {reference.written}, {reference.resolution})"
+    )
+
+
+def impact_lines(impact: Impact) -> list[str]:
+    lines = [f"{definition_line(caller)}  [caller]" for caller in impact.callers]
+    lines += [f"{path}  [importer]" for path in impact.importers]
+    lines += [f"{path}  [test]" for path in impact.tests]
+    return lines or ["nothing in the code graph depends on it"]
+
+
+def definition_to_json(definition: Definition) -> dict[str, object]:
+    return {
+        "path": definition.path,
+        "start_line": definition.start_line,
+        "end_line": definition.end_line,
+        "symbol": definition.qualname,
+        "kind": definition.kind,
+    }
+
+
+def reference_to_json(reference: Reference) -> dict[str, object]:
+    return {
+        "path": reference.path,
+        "line": reference.line,
+        "how": reference.how,
+        "written": reference.written,
+        "context": definition_to_json(reference.context) if reference.context else None,
+        "resolution": reference.resolution,
+        "targets": [definition_to_json(t) for t in reference.targets],
+    }
+
+
+def impact_to_json(target: str, impact: Impact) -> dict[str, object]:
+    return {
+        "target": target,
+        "definitions": [definition_to_json(d) for d in impact.targets],
+        "callers": [definition_to_json(d) for d in impact.callers],
+        "importers": list(impact.importers),
+        "tests": list(impact.tests),
+    }
