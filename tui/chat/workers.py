@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from codeqa.agent.answer import Answer
 from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import IndexReport, ProgressCallback, ProgressEvent
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
@@ -88,6 +89,10 @@ class LiveRetriever:
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self.index.find_symbol(name, limit)
+
+    @property
+    def graph(self) -> Graph:
+        return self.index.graph
 
     def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
         return self.index.read_file(path, as_indexed=as_indexed)
