@@ -21,6 +21,7 @@ from codeqa.tui.cli.common import (
     REPO_HELP,
     add_api_base_argument,
     add_index_arguments,
+    add_path_argument,
     repository_from_args,
     settings_from_args,
 )
@@ -55,13 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
     )
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
-    parser.add_argument(
-        "--path",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="only results under these paths (repeatable): `lib/`, `src/v4/**`, `*.ts`",
-    )
+    add_path_argument(parser)
     parser.add_argument(
         "--show-sources", action="store_true", help="print the cited lines after the answer"
     )

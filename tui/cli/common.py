@@ -55,6 +55,16 @@ def add_api_base_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_path_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only results under these paths (repeatable): `lib/`, `src/v4/**`, `*.ts`",
+    )
+
+
 def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
     """The settings for this command; ignored repository settings are named on stderr."""
     settings = load_settings(

@@ -25,6 +25,7 @@ from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
+    add_path_argument,
     open_fresh_index,
     repository_from_args,
     settings_from_args,
@@ -51,13 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per result")
-    parser.add_argument(
-        "--path",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="only results under these paths (repeatable): `lib/`, `src/v4/**`, `*.ts`",
-    )
+    add_path_argument(parser)
     parser.add_argument(
         "--queries-file",
         type=Path,
