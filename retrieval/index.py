@@ -26,6 +26,7 @@ from codeqa.retrieval.errors import (
     IndexNotFound,
 )
 from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
+from codeqa.retrieval.graph.records import KIND_CLASS
 from codeqa.retrieval.indexing import (
     ProgressCallback,
     content_version,
@@ -121,7 +122,30 @@ class Index:
         hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
         hits = [hit for hit in hits if scope.admits(hit.chunk.path, hit.chunk.language)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
-        return rerank(hits, analysis, mentioned, tuning, limit)
+        called = self._called_by_top(hits, tuning.graph_sources) if tuning.callee_weight else None
+        return rerank(hits, analysis, mentioned, tuning, limit, called or frozenset())
+
+    def _called_by_top(self, hits: list[SearchHit], sources: int) -> frozenset[str]:
+        """Ids of candidates holding a definition that one of the first `sources` calls."""
+        try:
+            graph = self.graph
+        except IndexNotFound:
+            return frozenset()  # an index built before the graph: rank without it
+        targets: dict[str, list[tuple[int, int]]] = {}
+        for hit in hits[:sources]:
+            chunk = hit.chunk
+            for definition in graph.called_from(chunk.path, chunk.start_line, chunk.end_line):
+                if definition.kind != KIND_CLASS:  # a class spans all its methods' chunks
+                    spans = targets.setdefault(definition.path, [])
+                    spans.append((definition.start_line, definition.end_line))
+        return frozenset(
+            hit.chunk.chunk_id
+            for hit in hits
+            if any(
+                start <= hit.chunk.end_line and hit.chunk.start_line <= end
+                for start, end in targets.get(hit.chunk.path, ())
+            )
+        )
 
     @property
     def path_resolver(self) -> PathResolver:

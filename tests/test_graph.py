@@ -285,3 +285,13 @@ def test_agent_tools_turn_callers_into_hits_on_the_calling_chunks(tmp_path):
         assert [d.qualname for d in tools.definitions("Cart.add")] == ["Cart.add"]
         assert tools.callers("no_such_name") == []
         assert RepoTools(index).callees("Cart.checkout") == []
+
+
+def test_the_calls_on_a_range_of_lines_resolve_to_their_definitions(graph):
+    # Cart.checkout (cart.py:18-19) calls compute_total (an alias) and tax.rate.
+    called = graph.called_from("python/shop/cart.py", 18, 19)
+    assert {(d.path, d.qualname) for d in called} == {
+        ("python/shop/pricing.py", "total"),
+        ("python/shop/tax.py", "rate"),
+    }
+    assert graph.called_from("python/shop/cart.py", 1, 4) == []

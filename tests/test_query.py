@@ -127,3 +127,14 @@ def test_chunks_with_identical_text_count_once_and_name_the_others():
     assert [h.chunk.path for h in ranked] == ["lib/core/mergeConfig.js", "lib/core/Axios.js"]
     assert ranked[0].also_at == ("dist/esm/axios.js:900-909", "dist/node/axios.cjs:950-959")
     assert ranked[1].also_at == ()
+
+
+def test_a_candidate_the_top_hits_call_moves_up_a_few_places():
+    hits = [SearchHit(chunk("app/views.py", 1 + 10 * i, f"view{i}"), 1.0) for i in range(12)]
+    hits.append(SearchHit(chunk("app/work.py", 1, "do_the_work"), 0.1))  # 13th
+    analysis = analyze_query("what happens when the form is saved?")
+    called = frozenset({hits[-1].chunk.chunk_id})
+    plain = rerank(hits, analysis, {}, RankingTuning(), limit=6)
+    assert "app/work.py" not in [h.chunk.path for h in plain]
+    lifted = [h.chunk.path for h in rerank(hits, analysis, {}, RankingTuning(), 6, called)]
+    assert "app/work.py" in lifted[1:]  # lifted about eight places, not above every caller

@@ -196,6 +196,16 @@ class Graph:
             tests=tuple(sorted(p for p in reached if self._is_test(p))),
         )
 
+    def called_from(self, path: str, start_line: int, end_line: int) -> list[Definition]:
+        """What the calls on lines start..end of `path` resolve to; ambiguous calls left out."""
+        self._forget_if_changed()
+        found: list[Definition] = []
+        for call in self._store.calls_in(path, start_line, end_line):
+            targets = self.resolve(call)
+            if len(targets) == 1:
+                found.append(targets[0])
+        return found
+
     def importers(self, path: str) -> list[str]:
         """Files whose imports resolve to `path`."""
         self._forget_if_changed()

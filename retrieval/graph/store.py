@@ -166,6 +166,13 @@ class GraphStore:
         )
         return [Call(*row) for row in rows]
 
+    def calls_in(self, path: str, start_line: int, end_line: int) -> list[Call]:
+        rows = self._db.execute(
+            "SELECT path, caller, callee, line FROM calls WHERE path = ? AND line BETWEEN ? AND ?",
+            (path, start_line, end_line),
+        )
+        return [Call(*row) for row in rows]
+
     def imports_in(self, path: str) -> list[Import]:
         rows = self._db.execute(
             "SELECT path, module, name, alias, line FROM imports WHERE path = ?", (path,)
