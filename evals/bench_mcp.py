@@ -200,6 +200,7 @@ async def _transcript(session: ClientSession, repo: Path) -> str:
                 "end_line": first["end_line"],
             },
         )
+    await record("references", {"symbol": "validate_password", "relation": "callers"})
     await record("ask", {"question": "How does Django check a new password against validators?"})
     out.append(f"*The agent appends `def transcriptwombat(): …` to `{EDITED_FILE}`.*\n")
     await _edit_until_found(session, repo, "transcriptwombat")

@@ -295,3 +295,12 @@ def test_the_calls_on_a_range_of_lines_resolve_to_their_definitions(graph):
         ("python/shop/tax.py", "rate"),
     }
     assert graph.called_from("python/shop/cart.py", 1, 4) == []
+
+
+def test_a_graph_answers_from_any_thread(graph):
+    # The MCP server runs each tool call in a worker thread of its own.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda _: _callers(graph, "tax.rate"), range(8)))
+    assert all(f == {("python/shop/cart.py", "Cart.checkout", RESOLVED)} for f in found)

@@ -10,9 +10,12 @@ candidate definitions is reported with all of them, marked ambiguous; nothing is
 
 from __future__ import annotations
 
+import functools
 import posixpath
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, TypeVar
 
 from codeqa.retrieval.errors import UnknownSymbol
 from codeqa.retrieval.graph.records import (
@@ -30,6 +33,8 @@ from codeqa.retrieval.graph.records import (
     Reference,
 )
 from codeqa.retrieval.graph.store import GraphStore
+
+T = TypeVar("T")
 
 # How many imports, re-exports and base classes one resolution follows: enough for
 # `requests.get` → requests/__init__.py → requests/api.py, bounded against cycles.
@@ -66,11 +71,27 @@ class _FileContext:
         return None
 
 
+P = ParamSpec("P")
+
+
+def _serialized(method: Callable[Concatenate[Graph, P], T]) -> Callable[Concatenate[Graph, P], T]:
+    """One query at a time: a server answers tool calls from several threads, and the
+    graph's sqlite connection and caches are shared by them."""
+
+    @functools.wraps(method)
+    def locked(self: Graph, *args: P.args, **kwargs: P.kwargs) -> T:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 class Graph:
     """Queries over one index's code graph, caching what they read until the graph changes."""
 
     def __init__(self, store: GraphStore) -> None:
         self._store = store
+        self._lock = threading.RLock()
         self._version = store.data_version()
         self._contexts: dict[str, _FileContext] = {}
         self._languages: dict[str, str] | None = None
@@ -78,6 +99,7 @@ class Graph:
         self._by_suffix: dict[str, list[str]] | None = None
         self._resolved: dict[tuple[str, str | None, str], tuple[Definition, ...]] = {}
 
+    @_serialized
     def close(self) -> None:
         self._store.close()
 
@@ -93,6 +115,7 @@ class Graph:
 
     # -- public queries --
 
+    @_serialized
     def definitions(self, symbol: str) -> list[Definition]:
         """Definitions named `symbol`: a name (`get`) or a dotted tail (`Session.get`, `api.get`).
 
@@ -108,10 +131,12 @@ class Graph:
             ]
         return sorted(found, key=lambda d: (d.path, d.start_line))
 
+    @_serialized
     def callers(self, symbol: str) -> list[Reference]:
         """Call sites resolved (or ambiguously resolved) to a definition of `symbol`."""
         return self._calls_into(self._require(symbol), include_unresolved=False)
 
+    @_serialized
     def references(self, symbol: str) -> list[Reference]:
         """Calls, imports and base-class mentions of `symbol`; unresolved same-name calls too."""
         targets = self._require(symbol)
@@ -145,6 +170,7 @@ class Graph:
                     )
         return sorted(found, key=lambda r: (r.path, r.line))
 
+    @_serialized
     def callees(self, symbol: str) -> list[Reference]:
         """The calls each definition of `symbol` makes, resolved where the graph can."""
         found: list[Reference] = []
@@ -158,6 +184,7 @@ class Graph:
                 )
         return found
 
+    @_serialized
     def impact(self, target: str, depth: int = DEFAULT_IMPACT_DEPTH) -> Impact:
         """What may break when `target` (a file path or a symbol) changes, `depth` hops out."""
         self._forget_if_changed()
@@ -196,6 +223,7 @@ class Graph:
             tests=tuple(sorted(p for p in reached if self._is_test(p))),
         )
 
+    @_serialized
     def called_from(self, path: str, start_line: int, end_line: int) -> list[Definition]:
         """What the calls on lines start..end of `path` resolve to; ambiguous calls left out."""
         self._forget_if_changed()
@@ -206,6 +234,7 @@ class Graph:
                 found.append(targets[0])
         return found
 
+    @_serialized
     def importers(self, path: str) -> list[str]:
         """Files whose imports resolve to `path`."""
         self._forget_if_changed()
@@ -225,10 +254,12 @@ class Graph:
                 found.add(imported.path)
         return sorted(found)
 
+    @_serialized
     def tests_for(self, path: str) -> list[str]:
         """Test files that import `path` (test ↔ code links by convention and imports)."""
         return [p for p in self.importers(path) if self._is_test(p)]
 
+    @_serialized
     def resolve(self, call: Call) -> tuple[Definition, ...]:
         """The definitions `call` may reach: none (unresolved), one, or all candidates."""
         key = (call.path, call.caller, call.callee)

@@ -56,7 +56,10 @@ class GraphStore:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.executescript(_SCHEMA)
             else:
-                self._db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+                # Read by one Graph from whichever thread asks; Graph serializes the queries.
+                self._db = sqlite3.connect(
+                    f"{path.as_uri()}?mode=ro", uri=True, check_same_thread=False
+                )
         except sqlite3.Error as error:
             if writable:
                 raise cannot_write(path.parent, OSError(str(error))) from None
