@@ -30,7 +30,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
-from codeqa.retrieval.discovery.walk import DiscoverOptions, IgnoreWarning, discover
+from codeqa.retrieval.discovery.walk import DiscoverOptions, IgnoreWarning, scan_for_changes
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
     Embedder,
@@ -49,10 +49,7 @@ from codeqa.retrieval.errors import (
 )
 from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, refresh_graph
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
-from codeqa.retrieval.records import (
-    SkippedFile,
-    SourceFile,
-)
+from codeqa.retrieval.records import SkippedFile, SourceFile, UnchangedFile
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
 from codeqa.retrieval.status import git_head
 from codeqa.retrieval.stores.protocol import Store
@@ -237,6 +234,7 @@ def build_index(
                 store=settings.store,
             )
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
+        stamps_before = dict(manifest.stamps)
         changed, seen = _scan(root, settings, manifest, report, notify)
         removed = sorted(set(manifest.files) - seen)
         # A run that stopped before the end (Ctrl-C, kill, full disk) may have stored
@@ -253,6 +251,8 @@ def build_index(
             and manifest.complete_chunks is not None
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run.
+            if manifest.stamps != stamps_before:  # files read this time: skip them next time
+                manifest.save(directory)
             report.chunks_total = manifest.complete_chunks
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
             return report
@@ -267,6 +267,7 @@ def build_index(
                     store.delete_paths(removed)
                     for path in removed:
                         del manifest.files[path]
+                        manifest.stamps.pop(path, None)
                     manifest.save(directory)
                 report.files_removed = len(removed)
                 _store_chunks(
@@ -430,11 +431,19 @@ def _scan(
     report: IndexReport,
     notify: ProgressCallback,
 ) -> tuple[list[SourceFile], set[str]]:
-    """Walk the repo; return the files whose content differs from the index, and every path seen."""
+    """Walk the repo; return the files whose content differs from the index, and every path seen.
+
+    Files whose stamp is the one recorded when their indexed content was read are not read
+    again (on django that is 0.23 of a 0.27 s scan); the others get their stamp recorded.
+    """
     options = discover_options(settings)
     changed: list[SourceFile] = []
     seen: set[str] = set()
-    for item in discover(root, options):
+    known = {path: stamp for path, stamp in manifest.stamps.items() if path in manifest.files}
+    for item in scan_for_changes(root, options, known):
+        if isinstance(item, UnchangedFile):
+            seen.add(item.path)
+            continue
         if isinstance(item, SkippedFile):
             report.skipped[str(item.reason)] += 1
             continue
@@ -446,12 +455,21 @@ def _scan(
         seen.add(item.path)
         if manifest.files.get(item.path) != item.sha256:
             changed.append(item)
+        else:
+            _record_stamp(manifest, item)
         if len(seen) % 500 == 0:
             notify(ProgressEvent("scan", len(seen), 0))
     report.files_seen = len(seen)
     report.files_changed = len(changed)
     notify(ProgressEvent("scan", len(seen), len(seen)))
     return changed, seen
+
+
+def _record_stamp(manifest: Manifest, file: SourceFile) -> None:
+    if file.stamp is None:
+        manifest.stamps.pop(file.path, None)  # written just before it was read: read it again
+    else:
+        manifest.stamps[file.path] = file.stamp
 
 
 def _store_chunks(
@@ -494,6 +512,7 @@ def _store_chunks(
         report.chunks_added += len(chunks)
         for file in batch:
             manifest.files[file.path] = file.sha256
+            _record_stamp(manifest, file)
         manifest.save(directory)
         done += len(batch)
         notify(ProgressEvent("chunk", done, len(changed), f"{report.chunks_added} chunks"))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from codeqa.retrieval.config import INDEX_FORMAT_VERSION
 from codeqa.retrieval.errors import IndexMismatch, cannot_write
+from codeqa.retrieval.records import FileStamp
 
 MANIFEST_NAME = "manifest.json"
 
@@ -22,6 +23,9 @@ class Manifest:
     chunker_version: str
     store: str
     files: dict[str, str] = field(default_factory=dict)  # path -> sha256 of indexed content
+    # path -> the file's stamp when its indexed content was read (for some of `files`):
+    # a scan reads again only files whose stamp differs, like git's index.
+    stamps: dict[str, FileStamp] = field(default_factory=dict)
     # Chunks in the store when the last run finished with every vector in place; None
     # while a run is under way or vectors are pending (then the store must be consulted).
     complete_chunks: int | None = None
@@ -55,6 +59,10 @@ class Manifest:
                 chunker_version=str(data["chunker_version"]),
                 store=data.get("store", "lancedb"),
                 files=dict(data.get("files", {})),
+                stamps={
+                    path: FileStamp(*map(int, stamp))
+                    for path, stamp in data.get("stamps", {}).items()
+                },
                 complete_chunks=data.get("complete_chunks"),
                 indexes_settled=bool(data.get("indexes_settled", False)),
                 git_commit=data.get("git_commit"),
@@ -79,6 +87,9 @@ class Manifest:
             "chunker_version": self.chunker_version,
             "store": self.store,
             "files": self.files,
+            "stamps": {
+                path: [s.size, s.mtime_ns, s.ctime_ns, s.inode] for path, s in self.stamps.items()
+            },
             "complete_chunks": self.complete_chunks,
             "indexes_settled": self.indexes_settled,
             "git_commit": self.git_commit,

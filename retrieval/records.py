@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from enum import StrEnum
 
 # The header line listing a file's imports. Keyword search reads it; the embedder does not
 # (see Chunk.embedding_header).
 IMPORTS_PREFIX = "Imports: "
+
+
+@dataclass(frozen=True, slots=True)
+class FileStamp:
+    """What stat says of a file: as in git's index, an equal stamp means unchanged content.
+
+    The ctime cannot be set from user space (a checkout, `touch -d` or an archive keeping
+    old mtimes all set it to now), so a file whose stamp still matches was not written to.
+    """
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, info: os.stat_result) -> FileStamp:
+        return cls(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +39,9 @@ class SourceFile:
     text: str
     sha256: str  # hash of the raw bytes on disk: the incremental indexer's change test
     redacted: int = 0  # secret values replaced in `text` (retrieval/discovery/secrets.py)
+    # Its stamp when read, if it had not been written to within discovery.walk.RACY_SECONDS
+    # of the read (a write in the same clock tick as the read would leave an equal stamp).
+    stamp: FileStamp | None = None
 
     @property
     def lines(self) -> list[str]:
@@ -32,6 +54,13 @@ class SourceFile:
         if lines and lines[-1] == "":
             lines.pop()
         return lines
+
+
+@dataclass(frozen=True, slots=True)
+class UnchangedFile:
+    """A file the walk did not read: its stamp equals the one the index recorded."""
+
+    path: str
 
 
 class SkipReason(StrEnum):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
 import pytest
 from codeqa.retrieval import indexing as index_module
 from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.discovery import walk
 from codeqa.retrieval.errors import (
     Cancelled,
     ConfigError,
@@ -18,7 +20,8 @@ from codeqa.retrieval.errors import (
 )
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import ProgressEvent, build_index
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.manifest import Manifest
+from codeqa.retrieval.records import SearchMode, UnchangedFile
 
 pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model
 
@@ -211,3 +214,39 @@ def test_a_second_indexer_is_told_the_index_is_busy(small_repo, index_dir):
     settings = settings_for(index_dir, embed_model="wordllama")
     with index_module.index_lock(index_dir), pytest.raises(IndexBusy, match="another codeqa"):
         build_index(small_repo, settings)
+
+
+def test_an_edit_that_keeps_the_size_and_the_old_mtime_is_still_reindexed(
+    small_repo, index_dir, monkeypatch
+):
+    # Stamps are recorded only for files not written within RACY_SECONDS of being read;
+    # the copies were just made, so let them count as settled.
+    monkeypatch.setattr(walk, "RACY_SECONDS", 0)
+    settings = settings_for(index_dir)
+    build_index(small_repo, settings)
+    assert set(Manifest.load(index_dir).stamps) == set(Manifest.load(index_dir).files)
+    scanner = small_repo / "json" / "scanner.py"
+    before = scanner.stat()
+    text = scanner.read_text(encoding="utf-8")
+    scanner.write_text(text.replace("py_make_scanner", "py_make_quuxner"), encoding="utf-8")
+    os.utime(scanner, ns=(before.st_atime_ns, before.st_mtime_ns))  # as tar -x or rsync -t
+    assert scanner.stat().st_size == before.st_size
+    report = build_index(small_repo, settings)
+    assert report.files_changed == 1  # the ctime moved: the file was read again
+    assert "json/scanner.py" in top_paths(small_repo, settings, "py_make_quuxner", SearchMode.BM25)
+
+
+def test_files_with_a_recorded_stamp_are_not_read_again(small_repo, index_dir, monkeypatch):
+    monkeypatch.setattr(walk, "RACY_SECONDS", 0)
+    settings = settings_for(index_dir)
+    build_index(small_repo, settings)
+    known = Manifest.load(index_dir).stamps
+    found = list(walk.scan_for_changes(small_repo, walk.DiscoverOptions(), known))
+    assert sorted(item.path for item in found) == sorted(known)
+    assert all(isinstance(item, UnchangedFile) for item in found)
+
+
+def test_a_file_written_just_before_it_was_read_gets_no_stamp(small_repo, index_dir):
+    # The copies in small_repo were written a moment ago: within RACY_SECONDS.
+    build_index(small_repo, settings_for(index_dir))
+    assert Manifest.load(index_dir).stamps == {}
