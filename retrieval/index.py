@@ -129,8 +129,8 @@ class Index:
         """Ids of candidates holding a definition that one of the first `sources` calls."""
         try:
             graph = self.graph
-        except IndexNotFound:
-            return frozenset()  # an index built before the graph: rank without it
+        except (IndexNotFound, IndexMismatch):
+            return frozenset()  # no graph, or an unreadable one: rank without it
         targets: dict[str, list[tuple[int, int]]] = {}
         for hit in hits[:sources]:
             chunk = hit.chunk

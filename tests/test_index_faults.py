@@ -266,3 +266,5 @@ def test_read_only_index_folder_is_one_line(small_repo, small_mount, capsys):
     assert code == 1 and len(err) == 1 and "read-only file system" in err[0]
     with open_index(small_repo, settings_for(directory)) as index:
         assert index.search("JSONDecodeError", SearchMode.BM25, 1)
+        # The code graph is still read (its WAL files cannot be written there).
+        assert index.graph.callers("_decode_uXXXX")

@@ -45,6 +45,28 @@ def module_leaf(module: str) -> str:
     return tail.rsplit(".", 1)[-1]
 
 
+def _reader(path: Path) -> sqlite3.Connection:
+    """A read-only connection, shared by one Graph's threads (it serializes the queries).
+
+    A WAL database opened read-only still writes its `-shm` file; where the folder is
+    read-only that fails, and the file, which then cannot change, is read as immutable.
+    """
+    try:
+        return _connected(path, "mode=ro")
+    except sqlite3.OperationalError:
+        return _connected(path, "immutable=1")
+
+
+def _connected(path: Path, query: str) -> sqlite3.Connection:
+    db = sqlite3.connect(f"{path.as_uri()}?{query}", uri=True, check_same_thread=False)
+    try:
+        db.execute("PRAGMA data_version").fetchone()
+    except sqlite3.Error:
+        db.close()
+        raise
+    return db
+
+
 class GraphStore:
     """Reads and writes the graph's rows; `Graph` (graph.py) answers questions with them."""
 
@@ -56,10 +78,7 @@ class GraphStore:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.executescript(_SCHEMA)
             else:
-                # Read by one Graph from whichever thread asks; Graph serializes the queries.
-                self._db = sqlite3.connect(
-                    f"{path.as_uri()}?mode=ro", uri=True, check_same_thread=False
-                )
+                self._db = _reader(path)
         except sqlite3.Error as error:
             if writable:
                 raise cannot_write(path.parent, OSError(str(error))) from None
