@@ -52,6 +52,21 @@ def test_lancedb_import_shortcut_is_measured_against_the_lancedb_release_pyproje
     assert f'"lancedb=={PINNED_LANCEDB}"' in pyproject
 
 
+def test_lancedb_imported_quickly_still_marks_overrides_and_leaves_overrides_as_it_was():
+    # A fresh interpreter: the shortcut only applies to lancedb's first import.
+    script = (
+        "import sys, overrides\n"
+        "checked = sys.modules['overrides.overrides'].override\n"
+        "from codeqa.retrieval.stores.lancedb_import import import_lancedb\n"
+        "lancedb = import_lancedb()\n"
+        "from lancedb.db import LanceDBConnection\n"
+        "assert LanceDBConnection.open_table.__override__\n"
+        "assert overrides.override is checked\n"
+        "assert lancedb.connect\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
 def test_peaks_are_measured_in_operations_per_second():
     assert fp32_matmul_peak(size=256, repeats=2) > 1e8
     pytest.importorskip("onnx")
