@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeqa.tui.chat.app import ChatConfig, CodeqaApp
+    from codeqa.tui.memory import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before LanceDB starts its threads
 
     # A missing repo is one line on the terminal, not a UI.
     repo = repository_from_args(args.repo, "chatting about").root

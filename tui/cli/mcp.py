@@ -62,6 +62,9 @@ def http_address(value: str) -> tuple[str, int]:
 def run(args: argparse.Namespace) -> int:
     address = http_address(args.http) if args.http else None  # refused before any indexing
     from codeqa.tui.mcp import IndexService, build_server
+    from codeqa.tui.memory import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before LanceDB starts its threads
 
     repo = repository_from_args(args.repo, "serving").root
     settings = settings_from_args(args, repo)

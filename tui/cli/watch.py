@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.retrieval.errors import CodeqaError
     from codeqa.retrieval.indexing import discover_options, refresh_for_keywords
     from codeqa.tui.cli.progress import ProgressPrinter
+    from codeqa.tui.memory import limit_malloc_arenas
     from codeqa.tui.watching import change_batches
+
+    limit_malloc_arenas()  # before LanceDB starts its threads
 
     root = repository_from_args(args.path, "watching").root
     settings = settings_from_args(args, root).index
