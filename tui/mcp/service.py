@@ -128,6 +128,10 @@ class IndexService:
         self._borrowers: Counter[int] = Counter()  # id(index) -> calls using it now
         self._refresh_lock = threading.Lock()  # one refresh at a time
         self._filler: VectorFill | None = None
+        # Set once this server found every chunk of its index with a vector, and cleared by
+        # its refreshes: counting the missing ones is a scan of the table (5-20 ms on
+        # django), too much to repeat for every search of a complete index.
+        self._vectors_complete = False
         self._retry: threading.Timer | None = None
         self._closed = False
         try:
@@ -226,7 +230,7 @@ class IndexService:
         )
         with self._borrow() as index:
             kept = index.search(query, search_mode, offset + limit + 1, scope)
-            missing = index.vectors_missing if search_mode is not SearchMode.BM25 else 0
+            missing = 0 if search_mode is SearchMode.BM25 else self._vectors_missing(index)
         results: list[SearchResult] = []
         used = 0
         for hit in kept[offset : offset + limit]:
@@ -359,6 +363,7 @@ class IndexService:
                     reopened = open_index(self._repo, self._settings.index, model)
                     with self._lock:
                         stale, self._index = self._index, reopened
+                        self._vectors_complete = False  # the refresh may have added chunks
                         unused = not self._borrowers[id(stale)]
                     if unused:
                         stale.close()
@@ -384,12 +389,22 @@ class IndexService:
         except CodeqaError as error:  # e.g. the disk filled: say so; the watcher goes on
             print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
 
+    def _vectors_missing(self, index: Index) -> int:
+        if self._vectors_complete:
+            return 0
+        missing = index.vectors_missing
+        filler = self._filler
+        if not missing and not (filler is not None and filler.running):
+            self._vectors_complete = True
+        return missing
+
     def _start_fill(self) -> None:
         if self._closed:
             return
         with self._lock:
             index = self._index
-        if index.vectors_missing:
+        self._vectors_complete = False
+        if self._vectors_missing(index):
             self._filler = VectorFill(index, on_busy=self._retry_later)
 
     def _stop_fill(self) -> None:
