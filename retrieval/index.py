@@ -122,8 +122,10 @@ class Index:
         hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
         hits = [hit for hit in hits if scope.admits(hit.chunk.path, hit.chunk.language)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
-        called = self._called_by_top(hits, tuning.graph_sources) if tuning.callee_weight else None
-        return rerank(hits, analysis, mentioned, tuning, limit, called or frozenset())
+        called = (
+            self._called_by_top(hits, tuning.graph_sources) if tuning.callee_weight else frozenset()
+        )
+        return rerank(hits, analysis, mentioned, tuning, limit, called)
 
     def _called_by_top(self, hits: list[SearchHit], sources: int) -> frozenset[str]:
         """Ids of candidates holding a definition that one of the first `sources` calls."""
