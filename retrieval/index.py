@@ -26,7 +26,7 @@ from codeqa.retrieval.errors import (
     IndexNotFound,
 )
 from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
-from codeqa.retrieval.graph.records import KIND_CLASS
+from codeqa.retrieval.graph.records import KIND_CLASS, Definition
 from codeqa.retrieval.indexing import (
     ProgressCallback,
     content_version,
@@ -47,7 +47,13 @@ from codeqa.retrieval.records import (
     SourceFile,
 )
 from codeqa.retrieval.search.query import analyze_query
-from codeqa.retrieval.search.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
+from codeqa.retrieval.search.rerank import (
+    GraphEvidence,
+    PathResolver,
+    RankingTuning,
+    keyword_query_text,
+    rerank,
+)
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.stores.protocol import QueryVector
 
@@ -122,32 +128,28 @@ class Index:
         hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
         hits = [hit for hit in hits if scope.admits(hit.chunk.path, hit.chunk.language)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
-        called = (
-            self._called_by_top(hits, tuning.graph_sources) if tuning.callee_weight else frozenset()
-        )
-        return rerank(hits, analysis, mentioned, tuning, limit, called)
+        evidence = self._graph_evidence(hits, analysis.symbols, tuning)
+        return rerank(hits, analysis, mentioned, tuning, limit, evidence)
 
-    def _called_by_top(self, hits: list[SearchHit], sources: int) -> frozenset[str]:
-        """Ids of candidates holding a definition that one of the first `sources` calls."""
+    def _graph_evidence(
+        self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning
+    ) -> GraphEvidence:
+        """The candidates holding what the top ones call, and the one symbol asked about."""
         try:
             graph = self.graph
         except (IndexNotFound, IndexMismatch):
-            return frozenset()  # no graph, or an unreadable one: rank without it
-        targets: dict[str, list[tuple[int, int]]] = {}
-        for hit in hits[:sources]:
-            chunk = hit.chunk
-            for definition in graph.called_from(chunk.path, chunk.start_line, chunk.end_line):
-                if definition.kind != KIND_CLASS:  # a class spans all its methods' chunks
-                    spans = targets.setdefault(definition.path, [])
-                    spans.append((definition.start_line, definition.end_line))
-        return frozenset(
-            hit.chunk.chunk_id
-            for hit in hits
-            if any(
-                start <= hit.chunk.end_line and hit.chunk.start_line <= end
-                for start, end in targets.get(hit.chunk.path, ())
-            )
-        )
+            return GraphEvidence()  # no graph, or an unreadable one: rank without it
+        called: list[Definition] = []
+        if tuning.callee_weight:
+            for hit in hits[: tuning.graph_sources]:
+                chunk = hit.chunk
+                found = graph.called_from(chunk.path, chunk.start_line, chunk.end_line)
+                # A class spans all its methods' chunks: a call to it says nothing of them.
+                called += [definition for definition in found if definition.kind != KIND_CLASS]
+        defining: list[Definition] = []
+        if tuning.definition_weight and 0 < len(symbols) <= tuning.definition_max_symbols:
+            defining = [d for symbol in symbols for d in graph.definitions(symbol)]
+        return GraphEvidence(_holding(hits, called), _holding(hits, defining))
 
     @property
     def path_resolver(self) -> PathResolver:
@@ -264,3 +266,18 @@ def open_index(
     if embedder is not None and embedder.name != manifest.embedder_name:
         embedder = None
     return Index(root, directory, manifest, settings, embedder, load_model=load_model)
+
+
+def _holding(hits: list[SearchHit], definitions: list[Definition]) -> frozenset[str]:
+    """Ids of the hits whose lines overlap one of `definitions`."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for definition in definitions:
+        spans.setdefault(definition.path, []).append((definition.start_line, definition.end_line))
+    return frozenset(
+        hit.chunk.chunk_id
+        for hit in hits
+        if any(
+            start <= hit.chunk.end_line and hit.chunk.start_line <= end
+            for start, end in spans.get(hit.chunk.path, ())
+        )
+    )

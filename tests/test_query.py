@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 from codeqa.retrieval.search.query import analyze_query, embedding_query, module_paths
-from codeqa.retrieval.search.rerank import PathResolver, RankingTuning, keyword_query_text, rerank
+from codeqa.retrieval.search.rerank import (
+    GraphEvidence,
+    PathResolver,
+    RankingTuning,
+    graph_definition,
+    keyword_query_text,
+    rerank,
+)
 
 ISSUE = """Unicode method names cause UnicodeDecodeError
 
@@ -133,8 +140,26 @@ def test_a_candidate_the_top_hits_call_moves_up_a_few_places():
     hits = [SearchHit(chunk("app/views.py", 1 + 10 * i, f"view{i}"), 1.0) for i in range(12)]
     hits.append(SearchHit(chunk("app/work.py", 1, "do_the_work"), 0.1))  # 13th
     analysis = analyze_query("what happens when the form is saved?")
-    called = frozenset({hits[-1].chunk.chunk_id})
+    called = GraphEvidence(called=frozenset({hits[-1].chunk.chunk_id}))
     plain = rerank(hits, analysis, {}, RankingTuning(), limit=6)
     assert "app/work.py" not in [h.chunk.path for h in plain]
     lifted = [h.chunk.path for h in rerank(hits, analysis, {}, RankingTuning(), 6, called)]
     assert "app/work.py" in lifted[1:]  # lifted about eight places, not above every caller
+
+
+def test_the_chunk_holding_the_asked_symbols_definition_moves_up_unless_its_name_already_did():
+    hits = [SearchHit(chunk("app/views.py", 1 + 10 * i, f"view{i}"), 1.0) for i in range(6)]
+    merged = chunk("app/util.py", 1, "helpers")  # holds parse_date among other functions
+    hits.append(SearchHit(merged, 0.1))
+    analysis = analyze_query("What does `parse_date` return for an empty string?")
+    graph = GraphEvidence(defining=frozenset({merged.chunk_id}))
+    plain = [h.chunk.path for h in rerank(hits, analysis, {}, RankingTuning(), 7)]
+    lifted = [h.chunk.path for h in rerank(hits, analysis, {}, RankingTuning(), 7, graph)]
+    assert lifted.index("app/util.py") < plain.index("app/util.py")
+    named = chunk("app/util.py", 1, "parse_date")  # already lifted by its own name
+    assert (
+        graph_definition(
+            named, GraphEvidence(defining=frozenset({named.chunk_id})), analysis.symbol_names
+        )
+        == 0.0
+    )
