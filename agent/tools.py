@@ -8,6 +8,7 @@ symlinks leading out and files changed since indexing never reach a prompt.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -133,15 +134,7 @@ class RepoTools:
 
     def reference_hits(self, references: list[Reference], score: float) -> list[SearchHit]:
         """Graph references as hits on the chunks holding them (one hit per chunk)."""
-        hits: list[SearchHit] = []
-        seen: set[str] = set()
-        for reference in references:
-            chunk = self.enclosing_chunk(reference.path, reference.line)
-            if chunk is None or chunk.chunk_id in seen:
-                continue
-            seen.add(chunk.chunk_id)
-            hits.append(SearchHit(chunk, score))
-        return hits
+        return self._hits_at(((r.path, r.line) for r in references), score)
 
     def grep(self, needle: str, limit: int = GREP_MATCHES_PER_NEEDLE) -> list[GrepMatch]:
         """Lines containing `needle` exactly, a few per file, in path order."""
@@ -171,10 +164,14 @@ class RepoTools:
 
     def grep_hits(self, needle: str, score: float) -> list[SearchHit]:
         """Grep matches as hits on their enclosing chunks (one hit per chunk)."""
+        return self._hits_at(((m.path, m.line) for m in self.grep(needle)), score)
+
+    def _hits_at(self, lines: Iterable[tuple[str, int]], score: float) -> list[SearchHit]:
+        """A hit on the chunk enclosing each (path, line), in order, one hit per chunk."""
         hits: list[SearchHit] = []
         seen: set[str] = set()
-        for match in self.grep(needle):
-            chunk = self.enclosing_chunk(match.path, match.line)
+        for path, line in lines:
+            chunk = self.enclosing_chunk(path, line)
             if chunk is None or chunk.chunk_id in seen:
                 continue
             seen.add(chunk.chunk_id)
