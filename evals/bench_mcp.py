@@ -93,7 +93,7 @@ async def measure(
                 figures["start: spawn -> first search (s)"] = round(
                     time.perf_counter() - spawned, 2
                 )
-                server = _child_pids(os.getpid())[0]
+                server = child_pids(os.getpid())[0]
                 status = (await session.call_tool("status", {})).structured_content or {}
                 figures["index"] = (
                     f"{status.get('files')} files, {status.get('chunks')} chunks, "
@@ -209,7 +209,8 @@ async def _transcript(session: ClientSession, repo: Path) -> str:
     return "\n".join(out)
 
 
-def _child_pids(parent: int) -> list[int]:
+def child_pids(parent: int) -> list[int]:
+    """The processes whose parent is `parent`, read from /proc (Linux)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -217,6 +218,7 @@ def _child_pids(parent: int) -> list[int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
+            # "pid (name) state ppid …": the name may hold spaces, so split after it.
             if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
                 found.append(int(entry.name))
     return found

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from codeqa.evals.bench_mcp import child_pids
 from codeqa.retrieval.indexing import index_lock
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -47,20 +48,6 @@ def server_args(repo: Path, index_dir: Path, *flags: str) -> list[str]:
     return ["-m", "codeqa.tui", "mcp", "--repo", str(repo), "--index-dir", str(index_dir), *flags]
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            # "pid (name) state ppid …": the name may hold spaces, so split after it.
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
 def has_exited(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -78,7 +65,7 @@ def test_a_client_killed_mid_call_leaves_no_server_and_no_held_index_lock(small_
     )
     try:
         assert client.stdout is not None and client.stdout.readline().strip() == "ready"
-        servers = children_of(client.pid)
+        servers = child_pids(client.pid)
         assert len(servers) == 1
         time.sleep(0.2)  # the `ask` is under way
     finally:
