@@ -157,12 +157,20 @@ def fp32_matmul_peak(size: int = PEAK_MATRIX_SIZE, repeats: int = PEAK_REPEATS) 
     return 2 * size**3 / best
 
 
-def int8_gemm_peak(size: int = PEAK_MATRIX_SIZE, repeats: int = PEAK_REPEATS) -> float | None:
+def int8_gemm_peak(
+    size: int = PEAK_MATRIX_SIZE,
+    repeats: int = PEAK_REPEATS,
+    *,
+    inner: int | None = None,
+    columns: int | None = None,
+) -> float | None:
     """Operations per second of onnxruntime's best int8 GEMM; None without the `onnx` package.
 
     The op is MatMulInteger with uint8 activations and int8 weights, the form the
-    dynamically quantised MiniLM uses, on the embedder's own thread count.
+    dynamically quantised MiniLM uses, on the embedder's own thread count. The product is
+    (size x inner) by (inner x columns), square unless told otherwise.
     """
+    m, k, n = size, inner or size, columns or size
     try:
         from onnx import TensorProto, helper, numpy_helper
     except ImportError:
@@ -170,12 +178,12 @@ def int8_gemm_peak(size: int = PEAK_MATRIX_SIZE, repeats: int = PEAK_REPEATS) ->
     import onnxruntime
 
     rng = np.random.default_rng(0)
-    weights = rng.integers(-128, 128, (size, size), dtype=np.int8)
+    weights = rng.integers(-128, 128, (k, n), dtype=np.int8)
     graph = helper.make_graph(
         [helper.make_node("MatMulInteger", ["a", "b"], ["y"])],
         "int8_gemm",
-        [helper.make_tensor_value_info("a", TensorProto.UINT8, [size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, [size, size])],
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])],
         initializer=[numpy_helper.from_array(weights, "b")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -185,10 +193,10 @@ def int8_gemm_peak(size: int = PEAK_MATRIX_SIZE, repeats: int = PEAK_REPEATS) ->
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    feeds = {"a": rng.integers(0, 256, (size, size), dtype=np.uint8)}
+    feeds = {"a": rng.integers(0, 256, (m, k), dtype=np.uint8)}
     session.run(None, feeds)
     best = min(_seconds(lambda: session.run(None, feeds)) for _ in range(repeats))
-    return 2 * size**3 / best
+    return 2 * m * k * n / best
 
 
 def _seconds(work) -> float:

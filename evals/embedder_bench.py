@@ -216,38 +216,17 @@ def throughput(
 
 def matmul_peaks(repeats: int = 5) -> dict[str, float]:
     """GFLOP/s of numpy's fp32 2048² matmul and onnxruntime's u8·s8 MatMulInteger (best of N)."""
-    import onnx
-    import onnxruntime
-    from onnx import TensorProto, helper
+    from codeqa.evals.bench_index import fp32_matmul_peak, int8_gemm_peak
 
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((2048, 2048), dtype=np.float32)
-    best_fp32 = min(_seconds(lambda: a @ a) for _ in range(repeats))
-    # The model's own FFN-in shape (a batch of 16 x 128 tokens, 384 -> 1536).
-    m, k, n = 2048, 384, 1536
-    weight = rng.integers(-127, 128, (k, n), dtype=np.int8)
-    graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["a", "w"], ["y"])],
-        "int8_gemm",
-        [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k])],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])],
-        [onnx.numpy_helper.from_array(weight, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    session = onnxruntime.InferenceSession(model.SerializeToString())
-    feeds = {"a": rng.integers(0, 256, (m, k), dtype=np.uint8)}
-    session.run(None, feeds)
-    best_int8 = min(_seconds(lambda: session.run(None, feeds)) for _ in range(repeats * 4))
+    # The int8 product in the model's own FFN-in shape (a batch of 16 x 128 tokens,
+    # 384 -> 1536), timed more often since each run is short.
+    int8 = int8_gemm_peak(2048, repeats * 4, inner=384, columns=1536)
+    if int8 is None:
+        raise SystemExit("the roofline needs the `onnx` package (pip install -e .)")
     return {
-        "fp32_gflops": round(2 * 2048**3 / best_fp32 / 1e9, 1),
-        "int8_gops": round(2 * m * k * n / best_int8 / 1e9, 1),
+        "fp32_gflops": round(fp32_matmul_peak(2048, repeats) / 1e9, 1),
+        "int8_gops": round(int8 / 1e9, 1),
     }
-
-
-def _seconds(work: Any) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
 
 
 def ops_per_chunk(token_lengths: np.ndarray, int8_linears: tuple[str, ...]) -> dict[str, float]:
