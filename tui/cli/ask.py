@@ -23,6 +23,7 @@ from codeqa.tui.cli.common import (
     add_index_arguments,
     add_path_argument,
     repository_from_args,
+    say_refreshed,
     settings_from_args,
 )
 from codeqa.tui.settings import TRUST_FLAG
@@ -206,21 +207,14 @@ def _fresh_index(repo: Path, settings, *, load_model: bool):
     """
     from codeqa.retrieval.index import open_index
     from codeqa.retrieval.indexing import refresh_for_keywords
-    from codeqa.tui.cli.progress import ProgressPrinter, update_line
+    from codeqa.tui.cli.progress import ProgressPrinter
 
     printer = ProgressPrinter(quiet_scan=True)
     try:
         report = refresh_for_keywords(repo, settings, printer)
     finally:
         printer.close()
-    if report is None:
-        print(
-            "codeqa: note: another codeqa process is updating this index; answering from it "
-            "as it is",
-            file=sys.stderr,
-        )
-    elif line := update_line(report):
-        print(line, file=sys.stderr)
+    say_refreshed(report, "answering from it")
     return open_index(repo, settings, load_model=load_model)
 
 

@@ -13,6 +13,7 @@ from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
 if TYPE_CHECKING:
     from codeqa.retrieval.config import IndexSettings
     from codeqa.retrieval.index import Index
+    from codeqa.retrieval.indexing import IndexReport
 
 REPO_HELP = "a folder in the repository (default: .); its git root's index is used"
 
@@ -93,7 +94,6 @@ def open_fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -
     """
     from codeqa.retrieval.index import open_index
     from codeqa.retrieval.indexing import refresh_for_keywords
-    from codeqa.tui.cli.progress import update_line
 
     # Raises IndexNotFound before anything is written.
     index = open_index(repo, settings, load_model=load_model)
@@ -103,13 +103,24 @@ def open_fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -
     except BaseException:
         index.close()
         raise
-    if report is None:
-        print(
-            "codeqa: note: another codeqa process is updating this index; using it as it is",
-            file=sys.stderr,
-        )
-    elif line := update_line(report):
-        print(line, file=sys.stderr)
+    if say_refreshed(report, "using it"):
         index.close()  # its file list is the old one: reopen on the updated manifest
         return open_index(repo, settings, load_model=load_model)
     return index
+
+
+def say_refreshed(report: IndexReport | None, use: str) -> bool:
+    """One stderr line on a keyword-first refresh (None: another process held the index,
+    which is then used as it is, `use` saying how); whether the index changed."""
+    from codeqa.tui.cli.progress import update_line
+
+    if report is None:
+        print(
+            f"codeqa: note: another codeqa process is updating this index; {use} as it is",
+            file=sys.stderr,
+        )
+        return False
+    line = update_line(report)
+    if line:
+        print(line, file=sys.stderr)
+    return bool(line)
