@@ -94,35 +94,26 @@ class GraphStore:
     def file_hashes(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT path, sha256 FROM files"))
 
-    def replace(
-        self, removed: Iterable[str], written: Sequence[tuple[str, str, FileGraph | None]]
-    ) -> None:
-        """Drop the rows of `removed` and of every re-read file, then store the new ones.
-
-        `written` holds (path, sha256, facts) per re-read file; facts are None for a language
-        without a graph table: the file is still recorded, so it is not read again.
-        """
-        stale = [*removed, *(path for path, _, _ in written)]
+    def replace(self, removed: Iterable[str], written: Sequence[FileGraph]) -> None:
+        """Drop the rows of `removed` and of every re-read file, then store the new ones."""
+        stale = [*removed, *(facts.path for facts in written)]
         db = self._db
         try:
             db.execute("BEGIN")
             for table in _TABLES:
                 db.executemany(f"DELETE FROM {table} WHERE path = ?", [(p,) for p in stale])
-            for path, sha256, facts in written:
-                if facts is None:
-                    db.execute("INSERT INTO files VALUES (?, ?, NULL, 0)", (path, sha256))
-                else:
-                    self._insert(sha256, facts)
+            for facts in written:
+                self._insert(facts)
             db.execute("COMMIT")
         except sqlite3.Error as error:
             db.execute("ROLLBACK")
             raise cannot_write(self.path.parent, OSError(str(error))) from None
 
-    def _insert(self, sha256: str, facts: FileGraph) -> None:
+    def _insert(self, facts: FileGraph) -> None:
         db = self._db
         db.execute(
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
-            (facts.path, sha256, facts.language, int(facts.is_test)),
+            (facts.path, facts.sha256, facts.language, int(facts.is_test)),
         )
         db.executemany(
             "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?)",
