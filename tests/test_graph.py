@@ -145,6 +145,28 @@ def test_test_files_are_linked_to_the_code_they_import_and_call(graph):
     assert graph.impact("shop.cart.Cart").tests == ("python/tests/test_cart.py",)
 
 
+def test_impact_reaches_every_importer_of_a_widely_imported_file(tmp_path):
+    """Each depth's files are asked for at once: more of them than one query can name too."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "core.py").write_text("def shared():\n    return 1\n")
+    modules = [f"feature{i}" for i in range(450)]
+    for module in modules:
+        (repo / f"{module}.py").write_text("from core import shared\n")
+        (repo / "tests" / f"test_{module}.py").write_text(f"import {module}\n")
+    directory = tmp_path / "index"
+    directory.mkdir()
+    graph = _build(repo, directory)
+    try:
+        impact = graph.impact("core.py", depth=2)
+    finally:
+        graph.close()
+
+    tests = [f"tests/test_{module}.py" for module in modules]
+    assert impact.importers == tuple(sorted([f"{module}.py" for module in modules] + tests))
+    assert impact.tests == tuple(sorted(tests))
+
+
 def test_malformed_code_gives_a_partial_graph(graph):
     assert [d.qualname for d in graph.definitions("intact")] == ["intact"]
     (call,) = graph.callees("intact")

@@ -35,6 +35,9 @@ CREATE INDEX IF NOT EXISTS bases_by_path ON bases (path);
 CREATE INDEX IF NOT EXISTS bases_by_name ON bases (base_name);
 """
 _TABLES = ("files", "definitions", "calls", "imports", "bases")
+# Names asked for in one query (each twice): SQLite before 3.32 allows 999 variables, and
+# impact asks for the names of every file one depth reaches at once.
+_NAMES_PER_QUERY = 400
 
 
 def module_leaf(module: str) -> str:
@@ -195,13 +198,17 @@ class GraphStore:
     def imports_naming(self, names: Iterable[str]) -> list[Import]:
         """Imports whose module ends in, or whose imported name is, one of `names`."""
         wanted = sorted(set(names))
-        marks = ",".join("?" * len(wanted))
-        rows = self._db.execute(
-            "SELECT path, module, name, alias, line FROM imports "
-            f"WHERE module_leaf IN ({marks}) OR name IN ({marks})",
-            (*wanted, *wanted),
-        )
-        return [Import(*row) for row in rows]
+        found: dict[int, Import] = {}  # by rowid: an import may match in two queries
+        for start in range(0, len(wanted), _NAMES_PER_QUERY):
+            part = wanted[start : start + _NAMES_PER_QUERY]
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                "SELECT rowid, path, module, name, alias, line FROM imports "
+                f"WHERE module_leaf IN ({marks}) OR name IN ({marks})",
+                (*part, *part),
+            )
+            found.update((rowid, Import(*row)) for rowid, *row in rows)
+        return list(found.values())
 
     def bases_in(self, path: str) -> list[Base]:
         rows = self._db.execute("SELECT path, qualname, base FROM bases WHERE path = ?", (path,))
