@@ -21,6 +21,7 @@ from pathlib import Path
 
 from codeqa.retrieval.discovery.walk import DiscoverOptions, discover
 from codeqa.retrieval.graph import GRAPH_NAME, Graph, GraphStore, refresh_graph
+from codeqa.retrieval.graph.extract import extract
 from codeqa.retrieval.records import SourceFile
 
 REQUESTS = "requests-2.32.5-sdist"
@@ -172,7 +173,7 @@ def _build(root: Path, directory: Path) -> tuple[Graph, list[SourceFile]]:
     directory.mkdir(parents=True)
     files = [item for item in discover(root) if isinstance(item, SourceFile)]
     indexed = {file.path: file.sha256 for file in files}
-    refresh_graph(directory, root, indexed, files, DiscoverOptions())
+    refresh_graph(directory, root, indexed, map(extract, files), DiscoverOptions())
     return Graph(GraphStore(directory / GRAPH_NAME)), files
 
 

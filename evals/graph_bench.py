@@ -3,8 +3,8 @@
     .venv/bin/python -m codeqa.evals.graph_bench /root/corpora/django-2.2-wheel
 
 Builds a keyword-only index (no embedding) of the repository in a temporary folder and
-prints the time to keyword-searchable, the graph's part of it (re-parsing every file with
-tree-sitter, extracting, writing graph.sqlite) and that part as a share of the rest; then
+prints the time to keyword-searchable, the graph's part of it (extracting its facts from
+the trees the chunker parsed, writing graph.sqlite) and that part as a share of the rest; then
 times each graph query for a fixed sample of definitions (seeded), in-process, warm.
 Wall-clock times: run it on a quiet machine for numbers to compare.
 """
@@ -20,16 +20,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from codeqa.retrieval.chunking.grammars import parser_for
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.discovery.walk import discover
 from codeqa.retrieval.errors import UnknownSymbol
 from codeqa.retrieval.graph import GRAPH_NAME, Graph, GraphStore
-from codeqa.retrieval.graph.extract import MINIFIED_AVERAGE_LINE_CHARS
-from codeqa.retrieval.graph.languages import SPECS
 from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.offline import prepare_offline_environment
-from codeqa.retrieval.records import SourceFile
 
 SAMPLE_SEED = 15
 SAMPLE_SIZE = 40
@@ -45,7 +40,6 @@ def main() -> None:
         settings = IndexSettings(index_dir=Path(folder) / "index")
         report = build_index(args.repo, settings, embed=False)
         without_graph = report.seconds_to_searchable - report.seconds_graph
-        parse_s = _parse_time(args.repo)
         print(
             json.dumps(
                 {
@@ -54,9 +48,6 @@ def main() -> None:
                     "searchable_s": round(report.seconds_to_searchable, 2),
                     "graph_s": round(report.seconds_graph, 2),
                     "graph_share_of_rest": round(report.seconds_graph / without_graph, 3),
-                    # The graph parses each file again (the chunker's trees are not kept):
-                    # this is that re-parse alone, part of graph_s.
-                    "reparse_s": round(parse_s, 2),
                 }
             )
         )
@@ -67,22 +58,6 @@ def main() -> None:
             _time_queries(graph, sample)
         finally:
             graph.close()
-
-
-def _parse_time(repo: Path) -> float:
-    """Seconds to parse, with tree-sitter, every file the graph reads (minified ones it skips)."""
-    files = [
-        f
-        for f in discover(repo.resolve())
-        if isinstance(f, SourceFile)
-        and len(f.text) / (f.text.count("\n") + 1) <= MINIFIED_AVERAGE_LINE_CHARS
-    ]
-    started = time.perf_counter()
-    for file in files:
-        parser = parser_for(file.language or "") if file.language in SPECS else None
-        if parser is not None:
-            parser.parse(file.text.encode("utf-8", "surrogatepass"))
-    return time.perf_counter() - started
 
 
 def _sample(store: GraphStore, size: int) -> list[str]:

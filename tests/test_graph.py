@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +33,8 @@ def _files(root: Path) -> list[SourceFile]:
 
 def _build(root: Path, directory: Path) -> Graph:
     files = _files(root)
-    refresh_graph(directory, root, {f.path: f.sha256 for f in files}, files, DiscoverOptions())
+    indexed = {f.path: f.sha256 for f in files}
+    refresh_graph(directory, root, indexed, map(extract, files), DiscoverOptions())
     return Graph(GraphStore(directory / GRAPH_NAME))
 
 
@@ -47,7 +49,7 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
 def _facts(path: str):
     file = next(f for f in _files(FIXTURES) if f.path == path)
     facts = extract(file)
-    assert facts is not None
+    assert facts.language == file.language
     return facts
 
 
@@ -143,6 +145,28 @@ def test_test_files_are_linked_to_the_code_they_import_and_call(graph):
     assert graph.impact("shop.cart.Cart").tests == ("python/tests/test_cart.py",)
 
 
+def test_impact_reaches_every_importer_of_a_widely_imported_file(tmp_path):
+    """Each depth's files are asked for at once: more of them than one query can name too."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "core.py").write_text("def shared():\n    return 1\n")
+    modules = [f"feature{i}" for i in range(450)]
+    for module in modules:
+        (repo / f"{module}.py").write_text("from core import shared\n")
+        (repo / "tests" / f"test_{module}.py").write_text(f"import {module}\n")
+    directory = tmp_path / "index"
+    directory.mkdir()
+    graph = _build(repo, directory)
+    try:
+        impact = graph.impact("core.py", depth=2)
+    finally:
+        graph.close()
+
+    tests = [f"tests/test_{module}.py" for module in modules]
+    assert impact.importers == tuple(sorted([f"{module}.py" for module in modules] + tests))
+    assert impact.tests == tuple(sorted(tests))
+
+
 def test_malformed_code_gives_a_partial_graph(graph):
     assert [d.qualname for d in graph.definitions("intact")] == ["intact"]
     (call,) = graph.callees("intact")
@@ -155,7 +179,7 @@ def test_malformed_code_gives_a_partial_graph(graph):
 )
 def test_garbage_never_crashes_the_extractor(language, suffix):
     text = "class (( def ) { fn ]] import from ;; -> 'unterminated\n" * 20 + "x(" * 500
-    assert extract(SourceFile(f"junk.{suffix}", language, text, "0")) is not None
+    assert extract(SourceFile(f"junk.{suffix}", language, text, "0")).language == language
 
 
 def test_an_edit_that_removes_a_call_removes_its_edge(tmp_path):
@@ -207,6 +231,34 @@ def test_the_index_keeps_its_graph_current_and_rebuilds_it_on_a_format_change(tm
         assert [c.written for c in graph.callees("rate")] == ["levy"]
     finally:
         graph.close()
+
+
+def _graph_rows(directory: Path) -> dict[str, list[tuple[object, ...]]]:
+    db = sqlite3.connect(directory / GRAPH_NAME)
+    try:
+        tables = [
+            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        return {table: sorted(db.execute(f"SELECT * FROM {table}"), key=repr) for table in tables}
+    finally:
+        db.close()
+
+
+def test_the_graph_an_index_run_reads_from_its_chunked_trees_is_the_graph_of_the_files(tmp_path):
+    """Graph facts come from the trees the chunker parsed: whole files, declarations, any
+    language, with or without a graph table, give the rows a graph read on its own gives."""
+    from codeqa.retrieval.indexing import build_index
+
+    repo = FIXTURES.parent  # every graph language, small and large files, C and Ruby too
+    report = build_index(repo, IndexSettings(index_dir=tmp_path / "index"), embed=False)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    indexed = {f.path: f.sha256 for f in _files(repo)}
+    refresh_graph(alone, repo, indexed, (), DiscoverOptions())  # reads every file from disk
+
+    assert report.graph_files_read == len(indexed)
+    assert _graph_rows(tmp_path / "index") == _graph_rows(alone)
+    assert len(_graph_rows(alone)["calls"]) > 100
 
 
 def test_cli_builds_a_missing_graph_prints_json_and_one_error_line_for_unknown_symbols(

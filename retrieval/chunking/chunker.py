@@ -70,20 +70,26 @@ class ChunkLimits:
             )
 
 
-def chunk_file(file: SourceFile, limits: ChunkLimits | None = None) -> list[Chunk]:
-    """Chunks of one file, in order; together they cover every non-blank line."""
+def chunk_file(
+    file: SourceFile, limits: ChunkLimits | None = None, trees: grammars.SyntaxTrees | None = None
+) -> list[Chunk]:
+    """Chunks of one file, in order; together they cover every non-blank line.
+
+    `trees`: the file's parses, to share with another reader of them (the code graph).
+    """
     limits = limits or ChunkLimits()
+    trees = trees or grammars.SyntaxTrees(file.text)
     if not file.text.strip():
         return []
     lines = file.text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the newline ending the last line does not start another
     if limits.strategy == WINDOWS:
-        cutter = _Cutter(file, lines, limits)
+        cutter = _Cutter(file, lines, limits, trees)
         return cutter.emit(cutter.window_spans())
     if len(file.text) / len(lines) > limits.minified_average_line_chars:
         return _minified_chunks(file, limits)
-    cutter = _Cutter(file, lines, limits)
+    cutter = _Cutter(file, lines, limits, trees)
     if len(lines) <= limits.whole_file_max_lines:
         cutter.read_imports()
         spans = [_Span(0, len(lines) - 1, ChunkKind.WHOLE_FILE)]
@@ -183,10 +189,17 @@ def _rows(node: Node) -> tuple[int, int]:
 class _Cutter:
     """Line bookkeeping for one file: turns spans into chunks with true line ranges."""
 
-    def __init__(self, file: SourceFile, lines: list[str], limits: ChunkLimits) -> None:
+    def __init__(
+        self,
+        file: SourceFile,
+        lines: list[str],
+        limits: ChunkLimits,
+        trees: grammars.SyntaxTrees,
+    ) -> None:
         self.file = file
         self.lines = lines
         self.limits = limits
+        self.trees = trees
         self.lengths = list(map(len, lines))
         self.starts = [0, *accumulate(map((1).__add__, self.lengths))]
         self.imports: list[str] = []
@@ -204,11 +217,11 @@ class _Cutter:
     def _parse(self, language: str | None = None) -> Node | None:
         language = language or self.file.language or ""
         self.spec = grammars.SPECS.get(language)
-        parser = grammars.parser_for(language)
-        if self.spec is None or parser is None:
+        root = self.trees.root(language)
+        if self.spec is None or root is None:
             return None
-        self.source = self.file.text.encode("utf-8", "surrogatepass")
-        return parser.parse(self.source).root_node
+        self.source = self.trees.source
+        return root
 
     def _usable(self, root: Node | None) -> bool:
         if root is None or root.type == "ERROR":

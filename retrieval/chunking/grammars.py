@@ -312,6 +312,34 @@ def parser_for(language: str) -> Parser | None:
         return None
 
 
+class SyntaxTrees:
+    """One text's tree-sitter trees, each grammar's parsed at most once.
+
+    The chunker and the code graph both read a file's tree: an index run hands both the same
+    SyntaxTrees, so each file is parsed once (parsing again for the graph cost 0.56 s of
+    django-2.2's 5.5 s to keyword-searchable).
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._source: bytes | None = None
+        self._roots: dict[str, Node | None] = {}
+
+    @property
+    def source(self) -> bytes:
+        """The text as tree-sitter reads it: node byte offsets index into this."""
+        if self._source is None:
+            self._source = self._text.encode("utf-8", "surrogatepass")
+        return self._source
+
+    def root(self, language: str) -> Node | None:
+        """The root of the text's tree in `language`'s grammar; None for a language without one."""
+        if language not in self._roots:
+            parser = parser_for(language)
+            self._roots[language] = None if parser is None else parser.parse(self.source).root_node
+        return self._roots[language]
+
+
 @dataclass(frozen=True, slots=True)
 class Declaration:
     """One declaration found in a tree: the outer node spans it, the inner one names it."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from codeqa.retrieval.chunking.chunker import ChunkLimits
-from codeqa.retrieval.chunking.grammars import parser_for
+from codeqa.retrieval.chunking.grammars import SyntaxTrees, parser_for
 from codeqa.retrieval.graph.languages import SPECS, GraphSpec, is_test_path
 from codeqa.retrieval.graph.records import (
     KIND_CLASS,
@@ -35,21 +35,22 @@ MAX_CALLEE_CHARS = 120
 MINIFIED_AVERAGE_LINE_CHARS = ChunkLimits().minified_average_line_chars
 
 
-def extract(file: SourceFile) -> FileGraph | None:
-    """The graph facts of `file`, or None when its language has no graph table."""
+def extract(file: SourceFile, trees: SyntaxTrees | None = None) -> FileGraph:
+    """The graph facts of `file`: none (and no language) when its language has no graph table.
+
+    `trees`: the file's parses, shared with the chunker so that an index run parses it once.
+    """
     language = file.language or ""
     spec = SPECS.get(language)
-    if spec is None:
-        return None
-    parser, query = parser_for(language), _query(language)
-    if parser is None or query is None:
-        return None
-    facts = FileGraph(file.path, language, is_test_path(file.path))
+    if spec is None or parser_for(language) is None or (query := _query(language)) is None:
+        return FileGraph(file.path, file.sha256, None, False)
+    facts = FileGraph(file.path, file.sha256, language, is_test_path(file.path))
     lines = file.text.count("\n") + 1
     if len(file.text) / lines > MINIFIED_AVERAGE_LINE_CHARS:
         return facts
-    tree = parser.parse(file.text.encode("utf-8", "surrogatepass"))
-    _Walker(spec, facts).run(tree.root_node, query)
+    root = (trees or SyntaxTrees(file.text)).root(language)
+    if root is not None:  # always: the parser was found above
+        _Walker(spec, language, facts).run(root, query)
     return facts
 
 
@@ -117,8 +118,9 @@ def dotted(node: Node | None) -> str | None:
 
 
 class _Walker:
-    def __init__(self, spec: GraphSpec, facts: FileGraph) -> None:
+    def __init__(self, spec: GraphSpec, language: str, facts: FileGraph) -> None:
         self.spec = spec
+        self.language = language
         self.facts = facts
         # Qualnames of the classes (and Rust impl types) seen so far: a function directly
         # inside one is a method.
@@ -146,7 +148,7 @@ class _Walker:
                 return None
             self.facts.definitions.append(definition)
             receiver = scope.receiver
-            if kind == "method_declaration" and self.facts.language == "go":
+            if kind == "method_declaration" and self.language == "go":
                 receiver = _go_receiver(node)
             names = tuple(definition.qualname.split("."))
             return _Scope(node.end_byte, names, definition.qualname, receiver)
@@ -170,17 +172,17 @@ class _Walker:
         is_class = node.type in self.spec.classes
         owner_is_class = bool(scope) and ".".join(scope) in self.class_names
         kind = KIND_CLASS if is_class else KIND_METHOD if owner_is_class else KIND_FUNCTION
-        if node.type == "method_declaration" and self.facts.language == "go":
+        if node.type == "method_declaration" and self.language == "go":
             kind = KIND_METHOD
         definition = Definition(self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1)
         if is_class:
             self.class_names.add(qualname)
-            for base in _bases(node, self.facts.language):
+            for base in _bases(node, self.language):
                 self.facts.bases.append(Base(self.facts.path, qualname, base))
         return definition
 
     def _name(self, node: Node) -> str | None:
-        if node.type == "method_declaration" and self.facts.language == "go":
+        if node.type == "method_declaration" and self.language == "go":
             receiver_type = _go_receiver_type(node)
             name = _text(node.child_by_field_name("name"))
             return f"{receiver_type}.{name}" if receiver_type and name else name or None
@@ -221,7 +223,7 @@ class _Walker:
             self.facts.definitions.append(definition)
             if is_class:
                 self.class_names.add(definition.qualname)
-                for base in _bases(value, self.facts.language):
+                for base in _bases(value, self.language):
                     self.facts.bases.append(Base(self.facts.path, definition.qualname, base))
             names = tuple(definition.qualname.split("."))
             return _Scope(node.end_byte, names, definition.qualname, None)
@@ -276,7 +278,7 @@ class _Walker:
 
     def _import(self, node: Node) -> None:
         line = _line(node)
-        language = self.facts.language
+        language = self.language
         if language == "python":
             self._python_import(node, line)
         elif language in ("javascript", "typescript", "tsx"):

@@ -32,7 +32,7 @@ from codeqa.retrieval.graph.records import (
     Import,
     Reference,
 )
-from codeqa.retrieval.graph.store import GraphStore
+from codeqa.retrieval.graph.store import GraphStore, module_leaf
 
 T = TypeVar("T")
 
@@ -212,8 +212,7 @@ class Graph:
         importers: set[str] = set()
         frontier_paths = set(paths)
         for _ in range(depth):
-            found_paths = {p for path in frontier_paths for p in self.importers(path)}
-            frontier_paths = found_paths - importers - paths
+            frontier_paths = self._importers_of(frontier_paths) - importers - paths
             importers |= frontier_paths
         reached = paths | importers | {c.path for c in callers}
         return Impact(
@@ -238,21 +237,7 @@ class Graph:
     def importers(self, path: str) -> list[str]:
         """Files whose imports resolve to `path`."""
         self._forget_if_changed()
-        folder, name = posixpath.split(path)
-        stem = name.split(".", 1)[0]
-        keys = {stem, posixpath.basename(folder)} - {""}
-        found: set[str] = set()
-        for imported in self._store.imports_naming(keys):
-            if imported.path == path or imported.path in found:
-                continue
-            language = self._language(imported.path)
-            files = set(self._module_files(imported.path, language, imported.module))
-            if imported.name and imported.name != "default":
-                joined = _join_module(language, imported.module, imported.name)
-                files |= set(self._module_files(imported.path, language, joined))
-            if path in files:
-                found.add(imported.path)
-        return sorted(found)
+        return sorted(self._importers_of({path}))
 
     @_serialized
     def tests_for(self, path: str) -> list[str]:
@@ -266,6 +251,39 @@ class Graph:
         if key not in self._resolved:
             self._resolved[key] = tuple(dict.fromkeys(self._resolve(call)))
         return self._resolved[key]
+
+    def _importers_of(self, paths: Iterable[str]) -> set[str]:
+        """Files whose imports resolve to one of `paths` (other than that file itself).
+
+        One query for all of `paths`, each import resolved once: impact asks this for every
+        file one depth reaches (django's `partition`: 80 files, 55 ms asked one at a time).
+        """
+        # An import may name a file by its stem (`a.b`, `./b`) or by its folder (`from a
+        # import b`): the imports fetched for a path are those whose leaf or name is one.
+        paths_by_key: dict[str, set[str]] = {}
+        for path in paths:
+            folder, name = posixpath.split(path)
+            for key in {name.split(".", 1)[0], posixpath.basename(folder)} - {""}:
+                paths_by_key.setdefault(key, set()).add(path)
+        found: set[str] = set()
+        for imported in self._store.imports_naming(paths_by_key):
+            if imported.path in found:
+                continue
+            leaf, name = module_leaf(imported.module), imported.name or ""
+            candidates = paths_by_key.get(leaf, set()) | paths_by_key.get(name, set())
+            candidates.discard(imported.path)  # a file importing itself is no importer of it
+            if candidates and not candidates.isdisjoint(self._imported_files(imported)):
+                found.add(imported.path)
+        return found
+
+    def _imported_files(self, imported: Import) -> set[str]:
+        """The files an import names: its module, or a module it imports from a package."""
+        language = self._language(imported.path)
+        files = set(self._module_files(imported.path, language, imported.module))
+        if imported.name and imported.name != "default":
+            joined = _join_module(language, imported.module, imported.name)
+            files |= set(self._module_files(imported.path, language, joined))
+        return files
 
     # -- resolution --
 

@@ -73,10 +73,15 @@ class Base:
 
 @dataclass(slots=True)
 class FileGraph:
-    """Everything the graph extracts from one file."""
+    """Everything the graph holds for one file, and the content (`sha256`) it was read from.
+
+    A file in a language without a graph table has no language and no rows: it is still
+    recorded, so that it is not read again.
+    """
 
     path: str
-    language: str
+    sha256: str
+    language: str | None
     is_test: bool
     definitions: list[Definition] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)

@@ -35,6 +35,9 @@ CREATE INDEX IF NOT EXISTS bases_by_path ON bases (path);
 CREATE INDEX IF NOT EXISTS bases_by_name ON bases (base_name);
 """
 _TABLES = ("files", "definitions", "calls", "imports", "bases")
+# Names asked for in one query (each twice): SQLite before 3.32 allows 999 variables, and
+# impact asks for the names of every file one depth reaches at once.
+_NAMES_PER_QUERY = 400
 
 
 def module_leaf(module: str) -> str:
@@ -94,35 +97,26 @@ class GraphStore:
     def file_hashes(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT path, sha256 FROM files"))
 
-    def replace(
-        self, removed: Iterable[str], written: Sequence[tuple[str, str, FileGraph | None]]
-    ) -> None:
-        """Drop the rows of `removed` and of every re-read file, then store the new ones.
-
-        `written` holds (path, sha256, facts) per re-read file; facts are None for a language
-        without a graph table: the file is still recorded, so it is not read again.
-        """
-        stale = [*removed, *(path for path, _, _ in written)]
+    def replace(self, removed: Iterable[str], written: Sequence[FileGraph]) -> None:
+        """Drop the rows of `removed` and of every re-read file, then store the new ones."""
+        stale = [*removed, *(facts.path for facts in written)]
         db = self._db
         try:
             db.execute("BEGIN")
             for table in _TABLES:
                 db.executemany(f"DELETE FROM {table} WHERE path = ?", [(p,) for p in stale])
-            for path, sha256, facts in written:
-                if facts is None:
-                    db.execute("INSERT INTO files VALUES (?, ?, NULL, 0)", (path, sha256))
-                else:
-                    self._insert(sha256, facts)
+            for facts in written:
+                self._insert(facts)
             db.execute("COMMIT")
         except sqlite3.Error as error:
             db.execute("ROLLBACK")
             raise cannot_write(self.path.parent, OSError(str(error))) from None
 
-    def _insert(self, sha256: str, facts: FileGraph) -> None:
+    def _insert(self, facts: FileGraph) -> None:
         db = self._db
         db.execute(
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
-            (facts.path, sha256, facts.language, int(facts.is_test)),
+            (facts.path, facts.sha256, facts.language, int(facts.is_test)),
         )
         db.executemany(
             "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?)",
@@ -204,13 +198,17 @@ class GraphStore:
     def imports_naming(self, names: Iterable[str]) -> list[Import]:
         """Imports whose module ends in, or whose imported name is, one of `names`."""
         wanted = sorted(set(names))
-        marks = ",".join("?" * len(wanted))
-        rows = self._db.execute(
-            "SELECT path, module, name, alias, line FROM imports "
-            f"WHERE module_leaf IN ({marks}) OR name IN ({marks})",
-            (*wanted, *wanted),
-        )
-        return [Import(*row) for row in rows]
+        found: dict[int, Import] = {}  # by rowid: an import may match in two queries
+        for start in range(0, len(wanted), _NAMES_PER_QUERY):
+            part = wanted[start : start + _NAMES_PER_QUERY]
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                "SELECT rowid, path, module, name, alias, line FROM imports "
+                f"WHERE module_leaf IN ({marks}) OR name IN ({marks})",
+                (*part, *part),
+            )
+            found.update((rowid, Import(*row)) for rowid, *row in rows)
+        return list(found.values())
 
     def bases_in(self, path: str) -> list[Base]:
         rows = self._db.execute("SELECT path, qualname, base FROM bases WHERE path = ?", (path,))
