@@ -117,6 +117,19 @@ def test_prose_chunks_rank_below_code_that_scored_close_to_them():
     assert [h.chunk.path for h in unpenalised][0] == "CHANGES.rst"
 
 
+def test_test_files_rank_below_the_code_they_test_unless_the_question_asks_about_tests():
+    hits = [
+        SearchHit(chunk("tests/test_sessions.py", 1, "test_redirect_keeps_fragment"), 1.0),
+        SearchHit(chunk("src/requests/sessions.py", 1, "resolve_redirects"), 0.9),
+    ]
+    about_code = analyze_query("How is the URL fragment kept across a redirect?")
+    ranked = rerank(hits, about_code, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked][0] == "src/requests/sessions.py"
+    about_tests = analyze_query("Which tests check that a redirect keeps the URL fragment?")
+    ranked = rerank(hits, about_tests, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked][0] == "tests/test_sessions.py"
+
+
 def test_a_dollar_prefixed_name_is_a_symbol_with_its_dollar() -> None:
     analysis = analyze_query("How does $ZodDiscriminatedUnion pick the option to parse?")
     assert "$ZodDiscriminatedUnion" in analysis.symbols

@@ -5,6 +5,7 @@ Built with the index (`build.refresh_graph`), queried through `Graph`.
 
 from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
 from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH, Graph
+from codeqa.retrieval.graph.languages import is_test_path
 from codeqa.retrieval.graph.records import (
     AMBIGUOUS,
     RESOLVED,
@@ -32,5 +33,6 @@ __all__ = [
     "GraphUpdate",
     "Impact",
     "Reference",
+    "is_test_path",
     "refresh_graph",
 ]
