@@ -85,7 +85,7 @@ def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) ->
     phrase = key_phrase(question)
     if phrase and phrase != question.strip():
         searches.append(Query(QueryKind.SEARCH, phrase))
-    if history and _is_follow_up(question):
+    if history and _is_follow_up(question, names_a_subject=bool(exact)):
         previous = history[-1]
         combined = f"{key_phrase(previous.question)} {phrase}".strip()
         searches.append(Query(QueryKind.SEARCH, combined))
@@ -122,9 +122,17 @@ def key_phrase(text: str) -> str:
     return " ".join(dict.fromkeys(kept))
 
 
-def _is_follow_up(question: str) -> bool:
+def _is_follow_up(question: str, *, names_a_subject: bool) -> bool:
+    """Whether `question` continues the last one: it points back ("its", "that"), or it is
+    short and names no identifier, path or quoted term of its own ("and in flask?").
+
+    A short question that names its own subject ("What does resolve_redirects do?") is
+    searched alone: the last question's words would pull in the last answer's code.
+    """
     words = re.findall(r"[a-z']+", question.lower())
-    return len(words) < 8 or any(word in _FOLLOW_UP_WORDS for word in words)
+    if any(word in _FOLLOW_UP_WORDS for word in words):
+        return True
+    return len(words) < 8 and not names_a_subject
 
 
 def _unique(queries: list[Query]) -> list[Query]:

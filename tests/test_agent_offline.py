@@ -11,7 +11,7 @@ from codeqa.agent.citations import parse_citations
 from codeqa.agent.evidence import Excerpt
 from codeqa.agent.offline import NO_MODEL_NOTICE, describe, offline_draft
 from codeqa.agent.planner import plan_offline
-from codeqa.agent.state import QueryKind
+from codeqa.agent.state import QueryKind, Turn
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discovery.walk import discover, read_repo_file
 from codeqa.retrieval.records import SearchHit, SourceFile
@@ -92,6 +92,26 @@ def test_follow_up_question_keeps_the_earlier_subject(assistant):
     answer = assistant.ask("what are its attributes?", thread_id="follow")
     assert any("JSONDecodeError" in query for query in answer.queries)
     assert answer.citations[0].path == "json/decoder.py"
+
+
+def test_a_short_question_naming_its_own_subject_is_searched_alone():
+    history = [Turn("How does the session merge environment settings?", "In merge_environment…")]
+    searches = [
+        query.text
+        for query in plan_offline("What does resolve_redirects do?", history)
+        if query.kind is QueryKind.SEARCH
+    ]
+    assert searches and not any("merge" in text or "session" in text for text in searches)
+
+
+def test_a_short_question_without_a_subject_continues_the_last_one():
+    history = [Turn("How does the session merge environment settings?", "In merge_environment…")]
+    searches = [
+        query.text
+        for query in plan_offline("And for proxies?", history)
+        if query.kind is QueryKind.SEARCH
+    ]
+    assert any("merge" in text and "proxies" in text for text in searches)
 
 
 def test_description_prefers_the_docstring(json_repo):
