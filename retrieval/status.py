@@ -1,14 +1,13 @@
 """What an index holds and whether it is current: the one status of `codeqa status` and MCP.
 
 Everything here is read from disk at the moment of asking (the manifest, the store's
-counts, the lock, the files' modification times), never from what one process believes,
+counts, the lock, the files' stamps), never from what one process believes,
 so two processes asking at once get the same answer.
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
 import subprocess
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -16,18 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeqa.retrieval.config import IndexSettings, index_dir_for
-from codeqa.retrieval.discovery.walk import DiscoverOptions, read_repo_file
+from codeqa.retrieval.discovery.walk import DiscoverOptions, scan_for_changes
 from codeqa.retrieval.errors import IndexNotFound
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
-from codeqa.retrieval.records import SourceFile
+from codeqa.retrieval.records import SourceFile, UnchangedFile
 
 if TYPE_CHECKING:
     from codeqa.retrieval.index import Index
-
-# Folders the changed-since scan never enters: version control, caches and dependency
-# trees hold many fresh files and no source codeqa indexes; walking them would make a
-# status call cost seconds instead of milliseconds.
-UNSCANNED_FOLDERS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +56,7 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
         raise IndexNotFound(f"{root} has no index yet; build it with: codeqa index {root}")
     written = (directory / MANIFEST_NAME).stat().st_mtime
     chunks, missing = _counts(root, settings, manifest, index)
-    changed = _files_changed_since(root, directory, manifest, written, discover_options(settings))
+    changed = _files_changed_since(root, manifest, discover_options(settings))
     busy = _lock_held(directory / LOCK_NAME)
     pending = []
     if missing:
@@ -128,52 +122,22 @@ def _counts(
         return opened.chunk_count, opened.vectors_missing
 
 
-def _files_changed_since(
-    root: Path, directory: Path, manifest: Manifest, written: float, options: DiscoverOptions
-) -> int:
-    """Indexed files edited or deleted, and new files, since the manifest was written.
+def _files_changed_since(root: Path, manifest: Manifest, options: DiscoverOptions) -> int:
+    """Indexed files edited or deleted, and new files, that the next index run would take.
 
-    A stat scan: only files modified after `written` are read, to compare their hash with
-    the index's and (for new files) to apply the ignore and secret rules the index obeys.
+    The indexer's own scan (scan_for_changes): a file whose stamp is the one recorded when
+    its indexed content was read is not read; any other is read and its hash compared.
     """
+    known = {path: stamp for path, stamp in manifest.stamps.items() if path in manifest.files}
     changed = 0
-    for rel, sha256 in manifest.files.items():
-        try:
-            modified = os.stat(root / rel).st_mtime
-        except OSError:
-            changed += 1  # deleted (or unreadable: the index no longer matches it either)
-            continue
-        if modified > written:
-            found = read_repo_file(root, rel, options)
-            changed += not (isinstance(found, SourceFile) and found.sha256 == sha256)
-    for rel in _new_paths(root, directory, written, manifest.files):
-        changed += isinstance(read_repo_file(root, rel, options), SourceFile)
-    return changed
-
-
-def _new_paths(root: Path, directory: Path, written: float, indexed: dict[str, str]) -> list[str]:
-    """Paths not in the index whose files were modified after `written` (an index kept
-    inside the repository is not one of them)."""
-    found: list[str] = []
-    index_real = os.path.realpath(directory)
-    for folder, subfolders, names in os.walk(root):
-        subfolders[:] = [
-            name
-            for name in subfolders
-            if name not in UNSCANNED_FOLDERS
-            and os.path.realpath(os.path.join(folder, name)) != index_real
-        ]
-        rel_folder = os.path.relpath(folder, root)
-        for name in names:
-            rel = name if rel_folder == "." else f"{rel_folder}/{name}".replace(os.sep, "/")
-            if rel in indexed:
-                continue
-            try:
-                if os.stat(os.path.join(folder, name)).st_mtime > written:
-                    found.append(rel)
-            except OSError:
-                continue
-    return found
+    seen: set[str] = set()
+    for item in scan_for_changes(root, options, known):
+        if isinstance(item, UnchangedFile):
+            seen.add(item.path)
+        elif isinstance(item, SourceFile):
+            seen.add(item.path)
+            changed += manifest.files.get(item.path) != item.sha256
+    return changed + sum(path not in seen for path in manifest.files)
 
 
 def _lock_held(lock_file: Path) -> bool:

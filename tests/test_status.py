@@ -67,6 +67,18 @@ def test_status_json_reports_the_index_its_commit_pending_vectors_and_changes_si
     assert any("3 files changed" in item for item in status["pending"])
 
 
+def test_an_edit_whose_old_modification_time_was_restored_counts_as_a_change(
+    small_repo, index_dir, capsys
+):
+    build_index(small_repo, IndexSettings(index_dir=index_dir), embed=False)
+    edited = small_repo / "json" / "scanner.py"
+    before = edited.stat()
+    edited.write_text(edited.read_text().replace("def ", "def  ", 1))  # `tar -x`, `rsync -t`
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    assert status_json(small_repo, index_dir, capsys)["files_changed_since"] == 1
+
+
 def test_status_without_an_index_is_one_line_naming_the_command_that_builds_it(
     small_repo, index_dir, capsys
 ):
