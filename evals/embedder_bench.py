@@ -230,23 +230,22 @@ def matmul_peaks(repeats: int = 5) -> dict[str, float]:
 
 
 def ops_per_chunk(token_lengths: np.ndarray, int8_linears: tuple[str, ...]) -> dict[str, float]:
-    """GFLOP per chunk of MiniLM-L6 (6 layers, hidden 384, FFN 1536) at these lengths."""
-    hidden, ffn, layers = 384, 1536, 6
-    per_token = {
+    """GOP per chunk of MiniLM-L6 at these lengths, as bench_index counts them, and the
+    part of it the form runs in int8."""
+    from codeqa.evals.bench_index import MINILM_L6, mean_ops_per_chunk
+
+    hidden, ffn = MINILM_L6.hidden, MINILM_L6.ffn
+    macs_per_token = {
         "qkv": 3 * hidden * hidden,
         "attn_out": hidden * hidden,
         "ffn_in": hidden * ffn,
         "ffn_out": ffn * hidden,
     }
-    lengths = token_lengths.astype(np.float64)
-    int8 = sum(2 * per_token[name] for name in int8_linears) * layers * lengths.mean()
-    linear = sum(2 * macs for macs in per_token.values()) * layers * lengths.mean()
-    attention = 2 * 2 * hidden * layers * float((lengths**2).mean())  # QK^T and PV
-    return {
-        "total": (linear + attention) / 1e9,
-        "int8": int8 / 1e9,
-        "fp32": (linear + attention - int8) / 1e9,
-    }
+    total = mean_ops_per_chunk([int(length) for length in token_lengths])
+    int8 = (2 * MINILM_L6.layers * sum(macs_per_token[name] for name in int8_linears)) * float(
+        token_lengths.mean()
+    )
+    return {"total": total / 1e9, "int8": int8 / 1e9, "fp32": (total - int8) / 1e9}
 
 
 def roofline(texts: list[str]) -> dict[str, object]:
