@@ -158,16 +158,17 @@ class Graph:
                             hits,
                         )
                     )
-        for name in self._spellings(targets):
-            for base in self._store.subclasses_named(name):
-                context = self._context(base.path)
-                hits = self._resolve_name(base.path, base.base.split("."), None, MAX_HOPS)
-                if wanted & set(hits):
-                    subclass = next(iter(context.definitions.get(base.qualname, [])), None)
-                    line = subclass.start_line if subclass else 0
-                    found.append(
-                        self._reference(base.path, line, REF_INHERIT, base.base, subclass, hits)
-                    )
+        subclasses = self._store.subclasses_named(self._spellings(targets))
+        self._load_contexts(base.path for base in subclasses)
+        for base in subclasses:
+            context = self._context(base.path)
+            hits = self._resolve_name(base.path, base.base.split("."), None, MAX_HOPS)
+            if wanted & set(hits):
+                subclass = next(iter(context.definitions.get(base.qualname, [])), None)
+                line = subclass.start_line if subclass else 0
+                found.append(
+                    self._reference(base.path, line, REF_INHERIT, base.base, subclass, hits)
+                )
         return sorted(found, key=lambda r: (r.path, r.line))
 
     @_serialized
@@ -190,7 +191,7 @@ class Graph:
         self._forget_if_changed()
         languages = self._file_languages()
         if target in languages:
-            starts = [d for d in self._store.definitions_in(target)]
+            starts = self._store.definitions_in([target])
             paths = {target}
         elif "/" in target:
             raise UnknownSymbol(f"{target!r} is not a file in the code graph")
@@ -343,10 +344,11 @@ class Graph:
             found = self._lookup(self._module_files(path, language, submodule), rest, hops - 1)
         return found
 
-    def _lookup(self, files: Iterable[str], parts: list[str], hops: int) -> list[Definition]:
+    def _lookup(self, files: list[str], parts: list[str], hops: int) -> list[Definition]:
         """`parts` defined in `files`, following their own imports (re-exports) `hops` deep."""
         found: list[Definition] = []
         qualname = ".".join(parts)
+        self._load_contexts(files)  # a Go package's files, say: read at once
         for path in files:
             context = self._context(path)
             defined = context.definitions.get(qualname)
@@ -391,16 +393,16 @@ class Graph:
     ) -> list[Reference]:
         wanted = set(targets)
         found: list[Reference] = []
-        for name in self._spellings(targets):
-            for call in self._store.calls_named(name):
-                reached = self.resolve(call)
-                if wanted & set(reached) or (include_unresolved and not reached):
-                    context = self._caller(call)
-                    found.append(
-                        self._reference(
-                            call.path, call.line, REF_CALL, call.callee, context, reached
-                        )
-                    )
+        # By name, then as written: the order the sort below keeps for calls on one line.
+        calls = self._store.calls_named(self._spellings(targets))
+        self._load_contexts(call.path for call in calls)
+        for call in calls:
+            reached = self.resolve(call)
+            if wanted & set(reached) or (include_unresolved and not reached):
+                context = self._caller(call)
+                found.append(
+                    self._reference(call.path, call.line, REF_CALL, call.callee, context, reached)
+                )
         return sorted(found, key=lambda r: (r.path, r.line))
 
     @staticmethod
@@ -425,21 +427,33 @@ class Graph:
     # -- files and modules --
 
     def _context(self, path: str) -> _FileContext:
-        context = self._contexts.get(path)
-        if context is None:
-            definitions: dict[str, list[Definition]] = {}
-            for definition in self._store.definitions_in(path):
-                definitions.setdefault(definition.qualname, []).append(definition)
-            context = _FileContext(path, self._language(path), definitions)
-            for imported in self._store.imports_in(path):
-                if imported.alias == "*":
-                    context.star_imports.append(imported)
-                elif imported.alias:
-                    context.imports.setdefault(imported.alias, []).append(imported)
-            for base in self._store.bases_in(path):
-                context.bases.setdefault(base.qualname, []).append(base.base)
-            self._contexts[path] = context
-        return context
+        if path not in self._contexts:
+            self._load_contexts([path])
+        return self._contexts[path]
+
+    def _load_contexts(self, paths: Iterable[str]) -> None:
+        """Read the contexts of those `paths` not yet cached, all in one round of queries.
+
+        A query reads every file its calls come from (django's `Client.get`: 177 files), so
+        the number of queries stays put however many files that is.
+        """
+        missing = {path for path in paths if path not in self._contexts}
+        if not missing:
+            return
+        contexts = {path: _FileContext(path, self._language(path), {}) for path in missing}
+        for definition in self._store.definitions_in(missing):
+            contexts[definition.path].definitions.setdefault(definition.qualname, []).append(
+                definition
+            )
+        for imported in self._store.imports_in(missing):
+            context = contexts[imported.path]
+            if imported.alias == "*":
+                context.star_imports.append(imported)
+            elif imported.alias:
+                context.imports.setdefault(imported.alias, []).append(imported)
+        for base in self._store.bases_in(missing):
+            contexts[base.path].bases.setdefault(base.qualname, []).append(base.base)
+        self._contexts.update(contexts)
 
     def _caller(self, call: Call) -> Definition | None:
         """The definition making `call`: of two with its name, the one spanning its line."""
