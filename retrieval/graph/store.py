@@ -40,6 +40,10 @@ _TABLES = ("files", "definitions", "calls", "imports", "bases")
 # allows 999 variables, and a query asks for every file or name one depth reaches at once.
 _VALUES_PER_QUERY = 400
 
+# A definition as read, its fields in Definition's order: a query reads every definition of
+# each file its calls come from, but makes Definitions of the few it looks up (see graph.py).
+DefinitionRow = tuple[str, str, str, int, int]
+
 
 def module_leaf(module: str) -> str:
     """The last part of a module as written: `..a.b` → b, `./m/x.js` → x, `a/b/pkg` → pkg."""
@@ -165,14 +169,17 @@ class GraphStore:
 
     def definitions_in(self, paths: Iterable[str]) -> list[Definition]:
         """The definitions in `paths`, each file's in the order they were written."""
-        return [
-            Definition(*row)
-            for row in self._rows_where_in(
+        return [Definition(*row) for row in self.definition_rows_in(paths)]
+
+    def definition_rows_in(self, paths: Iterable[str]) -> list[DefinitionRow]:
+        """`definitions_in` as rows, for a caller that makes Definitions of only a few."""
+        return list(
+            self._rows_where_in(
                 "SELECT path, qualname, kind, start_line, end_line FROM definitions "
                 "WHERE path IN ({marks}) ORDER BY path, rowid",
                 paths,
             )
-        ]
+        )
 
     def calls_named(self, names: Iterable[str]) -> list[Call]:
         """Calls to any of `names`, by name, then in the order they were written."""
