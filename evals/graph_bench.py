@@ -62,14 +62,8 @@ def main() -> None:
 
 def _sample(store: GraphStore, size: int) -> list[str]:
     """Qualnames of `size` definitions, seeded; dunder methods left out (too common a name)."""
-    names = sorted(
-        {
-            definition.qualname
-            for path, _, _ in store.files()
-            for definition in store.definitions_in(path)
-            if not definition.name.startswith("__")
-        }
-    )
+    definitions = store.definitions_in(path for path, _, _ in store.files())
+    names = sorted({d.qualname for d in definitions if not d.name.startswith("__")})
     return random.Random(SAMPLE_SEED).sample(names, min(size, len(names)))
 
 

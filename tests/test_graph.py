@@ -167,6 +167,77 @@ def test_impact_reaches_every_importer_of_a_widely_imported_file(tmp_path):
     assert impact.tests == tuple(sorted(tests))
 
 
+def _repo_of_features(tmp_path: Path, features: int) -> Graph:
+    """`core.py`'s `shared` and `Base`, each used by `features` files of their own."""
+    repo = tmp_path / "repo"
+    repo.mkdir(parents=True)
+    (repo / "core.py").write_text("class Base:\n    pass\n\n\ndef shared():\n    return 1\n")
+    for i in range(features):
+        (repo / f"feature{i}.py").write_text(
+            "from core import Base, shared\n\n\n"
+            "class Feature(Base):\n    def run(self):\n        return shared()\n"
+        )
+    directory = tmp_path / "index"
+    directory.mkdir()
+    return _build(repo, directory)
+
+
+def test_callers_and_subclasses_are_found_in_more_files_than_one_query_can_name(tmp_path):
+    """The files a query's calls and subclasses come from are read at once, in chunks."""
+    graph = _repo_of_features(tmp_path, 450)
+    try:
+        callers = graph.callers("shared")
+        references = graph.references("Base")
+    finally:
+        graph.close()
+
+    features = sorted(f"feature{i}.py" for i in range(450))
+    assert [(r.path, r.line, r.context.qualname if r.context else None) for r in callers] == [
+        (path, 6, "Feature.run") for path in features
+    ]
+    assert [(r.path, r.line, r.how) for r in references] == [
+        (path, line, how) for path in features for line, how in ((1, "import"), (4, "inherit"))
+    ]
+
+
+def test_a_query_reads_its_calling_files_in_as_many_queries_for_ten_files_as_for_two_hundred(
+    tmp_path,
+):
+    def statements(features: int) -> list[str]:
+        graph = _repo_of_features(tmp_path / str(features), features)
+        try:
+            graph.definitions("shared")  # the file list and anything else read once per graph
+            made: list[str] = []
+            graph._store._db.set_trace_callback(made.append)
+            graph.callers("shared")
+            graph.references("Base")
+            graph.impact("shared", depth=3)
+        finally:
+            graph.close()
+        return made
+
+    assert len(statements(10)) == len(statements(200))
+
+
+def test_calls_on_one_line_are_listed_by_the_name_written(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pkg.py").write_text("def get():\n    return 1\n")
+    (repo / "main.py").write_text(
+        "from pkg import get\nfrom pkg import get as fetch\n\n\ndef run():\n"
+        "    return get(fetch()) + fetch(get())\n"
+    )
+    directory = tmp_path / "index"
+    directory.mkdir()
+    graph = _build(repo, directory)
+    try:
+        callers = graph.callers("get")
+    finally:
+        graph.close()
+
+    assert [(r.line, r.written) for r in callers] == [(6, "fetch")] * 2 + [(6, "get")] * 2
+
+
 def test_malformed_code_gives_a_partial_graph(graph):
     assert [d.qualname for d in graph.definitions("intact")] == ["intact"]
     (call,) = graph.callees("intact")

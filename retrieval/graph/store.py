@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from codeqa.retrieval.errors import IndexMismatch, cannot_write
 from codeqa.retrieval.graph.records import Base, Call, Definition, FileGraph, Import
@@ -35,9 +36,13 @@ CREATE INDEX IF NOT EXISTS bases_by_path ON bases (path);
 CREATE INDEX IF NOT EXISTS bases_by_name ON bases (base_name);
 """
 _TABLES = ("files", "definitions", "calls", "imports", "bases")
-# Names asked for in one query (each twice): SQLite before 3.32 allows 999 variables, and
-# impact asks for the names of every file one depth reaches at once.
-_NAMES_PER_QUERY = 400
+# Names or paths asked for in one query (by imports_naming each twice): SQLite before 3.32
+# allows 999 variables, and a query asks for every file or name one depth reaches at once.
+_VALUES_PER_QUERY = 400
+
+# A definition as read, its fields in Definition's order: a query reads every definition of
+# each file its calls come from, but makes Definitions of the few it looks up (see graph.py).
+DefinitionRow = tuple[str, str, str, int, int]
 
 
 def module_leaf(module: str) -> str:
@@ -162,18 +167,30 @@ class GraphStore:
         )
         return [Definition(*row) for row in rows]
 
-    def definitions_in(self, path: str) -> list[Definition]:
-        rows = self._db.execute(
-            "SELECT path, qualname, kind, start_line, end_line FROM definitions WHERE path = ?",
-            (path,),
-        )
-        return [Definition(*row) for row in rows]
+    def definitions_in(self, paths: Iterable[str]) -> list[Definition]:
+        """The definitions in `paths`, each file's in the order they were written."""
+        return [Definition(*row) for row in self.definition_rows_in(paths)]
 
-    def calls_named(self, name: str) -> list[Call]:
-        rows = self._db.execute(
-            "SELECT path, caller, callee, line FROM calls WHERE name = ?", (name,)
+    def definition_rows_in(self, paths: Iterable[str]) -> list[DefinitionRow]:
+        """`definitions_in` as rows, for a caller that makes Definitions of only a few."""
+        return list(
+            self._rows_where_in(
+                "SELECT path, qualname, kind, start_line, end_line FROM definitions "
+                "WHERE path IN ({marks}) ORDER BY path, rowid",
+                paths,
+            )
         )
-        return [Call(*row) for row in rows]
+
+    def calls_named(self, names: Iterable[str]) -> list[Call]:
+        """Calls to any of `names`, by name, then in the order they were written."""
+        return [
+            Call(*row)
+            for row in self._rows_where_in(
+                "SELECT path, caller, callee, line FROM calls "
+                "WHERE name IN ({marks}) ORDER BY name, rowid",
+                names,
+            )
+        ]
 
     def calls_by(self, path: str, caller: str) -> list[Call]:
         rows = self._db.execute(
@@ -189,33 +206,56 @@ class GraphStore:
         )
         return [Call(*row) for row in rows]
 
-    def imports_in(self, path: str) -> list[Import]:
-        rows = self._db.execute(
-            "SELECT path, module, name, alias, line FROM imports WHERE path = ?", (path,)
-        )
-        return [Import(*row) for row in rows]
+    def imports_in(self, paths: Iterable[str]) -> list[Import]:
+        """The imports in `paths`, each file's in the order they were written."""
+        return [
+            Import(*row)
+            for row in self._rows_where_in(
+                "SELECT path, module, name, alias, line FROM imports "
+                "WHERE path IN ({marks}) ORDER BY path, rowid",
+                paths,
+            )
+        ]
 
     def imports_naming(self, names: Iterable[str]) -> list[Import]:
         """Imports whose module ends in, or whose imported name is, one of `names`."""
-        wanted = sorted(set(names))
         found: dict[int, Import] = {}  # by rowid: an import may match in two queries
-        for start in range(0, len(wanted), _NAMES_PER_QUERY):
-            part = wanted[start : start + _NAMES_PER_QUERY]
-            marks = ",".join("?" * len(part))
-            rows = self._db.execute(
-                "SELECT rowid, path, module, name, alias, line FROM imports "
-                f"WHERE module_leaf IN ({marks}) OR name IN ({marks})",
-                (*part, *part),
-            )
-            found.update((rowid, Import(*row)) for rowid, *row in rows)
+        rows = self._rows_where_in(
+            "SELECT rowid, path, module, name, alias, line FROM imports "
+            "WHERE module_leaf IN ({marks}) OR name IN ({marks})",
+            names,
+        )
+        found.update((rowid, Import(*row)) for rowid, *row in rows)
         return list(found.values())
 
-    def bases_in(self, path: str) -> list[Base]:
-        rows = self._db.execute("SELECT path, qualname, base FROM bases WHERE path = ?", (path,))
-        return [Base(*row) for row in rows]
+    def bases_in(self, paths: Iterable[str]) -> list[Base]:
+        """The base classes named in `paths`, each file's in the order they were written."""
+        return [
+            Base(*row)
+            for row in self._rows_where_in(
+                "SELECT path, qualname, base FROM bases "
+                "WHERE path IN ({marks}) ORDER BY path, rowid",
+                paths,
+            )
+        ]
 
-    def subclasses_named(self, name: str) -> list[Base]:
-        rows = self._db.execute(
-            "SELECT path, qualname, base FROM bases WHERE base_name = ?", (name,)
-        )
-        return [Base(*row) for row in rows]
+    def subclasses_named(self, names: Iterable[str]) -> list[Base]:
+        """Classes inheriting from any of `names`, by name, then in the order they were written."""
+        return [
+            Base(*row)
+            for row in self._rows_where_in(
+                "SELECT path, qualname, base FROM bases "
+                "WHERE base_name IN ({marks}) ORDER BY base_name, rowid",
+                names,
+            )
+        ]
+
+    def _rows_where_in(self, sql: str, values: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+        """`sql`'s rows with `{marks}` standing for the distinct `values`, a few hundred at a
+        time: one query for what a caller needs at once, not one per file or name. The values
+        go in sorted, so rows ordered by the column they match come out in that order."""
+        wanted = sorted(set(values))
+        for start in range(0, len(wanted), _VALUES_PER_QUERY):
+            part = wanted[start : start + _VALUES_PER_QUERY]
+            marks = ",".join("?" * len(part))
+            yield from self._db.execute(sql.format(marks=marks), part * sql.count("{marks}"))
