@@ -15,6 +15,7 @@ from codeqa.agent.state import QueryKind, Turn
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discovery.walk import discover, read_repo_file
 from codeqa.retrieval.records import SearchHit, SourceFile
+from codeqa.retrieval.search.relevance import RELEVANCE_HITS
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +198,27 @@ def test_who_calls_a_function_cites_its_call_site(assistant):
         and hit.chunk.symbol != "_make_iterencode"
     ]
     assert call_sites, [hit.chunk.location for hit in answer.sources]
+
+
+class _LimitsRecorded:
+    """The index, noting how many hits each search asks for."""
+
+    def __init__(self, index):
+        self._index = index
+        self.limits: list[int] = []
+
+    def search(self, query, mode, limit=10):
+        self.limits.append(limit)
+        return self._index.search(query, mode, limit)
+
+    def __getattr__(self, name):
+        return getattr(self._index, name)
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_each_search_reads_as_many_hits_as_codeqa_search_shows(json_index):
+    # A hit the question's own search ranks 9th or 10th is still evidence.
+    recorded = _LimitsRecorded(json_index)
+    Assistant(recorded, AgentSettings(model=None)).ask("How are floats like NaN encoded?")
+    assert recorded.limits
+    assert set(recorded.limits) == {RELEVANCE_HITS}
