@@ -6,6 +6,8 @@ Lines read `path:start-end  symbol  (kind)`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from codeqa.retrieval.graph import Definition, Impact, Reference
 
 MODULE_LEVEL = "<module>"
@@ -21,6 +23,14 @@ def reference_line(reference: Reference) -> str:
         f"{reference.path}:{reference.line}-{reference.line}  {context}  "
         f"({reference.how} {reference.written}, {reference.resolution})"
     )
+
+
+def references_lines(
+    definitions: Sequence[Definition], references: Sequence[Reference], relation: str
+) -> list[str]:
+    """The definitions, then the `relation` (callers, references…) or that none was found."""
+    lines = [f"{definition_line(definition)}  [definition]" for definition in definitions]
+    return lines + ([reference_line(r) for r in references] or [f"no {relation} found"])
 
 
 def impact_lines(impact: Impact) -> list[str]:
@@ -49,6 +59,16 @@ def reference_to_json(reference: Reference) -> dict[str, object]:
         "context": definition_to_json(reference.context) if reference.context else None,
         "resolution": reference.resolution,
         "targets": [definition_to_json(t) for t in reference.targets],
+    }
+
+
+def references_to_json(
+    symbol: str, definitions: Sequence[Definition], references: Sequence[Reference]
+) -> dict[str, object]:
+    return {
+        "symbol": symbol,
+        "definitions": [definition_to_json(d) for d in definitions],
+        "references": [reference_to_json(r) for r in references],
     }
 
 

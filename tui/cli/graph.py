@@ -20,12 +20,10 @@ from codeqa.tui.cli.common import (
     settings_from_args,
 )
 from codeqa.tui.graph_text import (
-    definition_line,
-    definition_to_json,
     impact_lines,
     impact_to_json,
-    reference_line,
-    reference_to_json,
+    references_lines,
+    references_to_json,
 )
 
 
@@ -77,20 +75,8 @@ def run(args: argparse.Namespace) -> int:
             else graph.callers(args.target)
         )
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "symbol": args.target,
-                    "definitions": [definition_to_json(d) for d in definitions],
-                    "references": [reference_to_json(r) for r in references],
-                }
-            )
-        )
-        return 0
-    for definition in definitions:
-        print(f"{definition_line(definition)}  [definition]")
-    if not references:
-        print(f"no {'references' if args.graph_command == 'refs' else 'callers'} found")
-    for reference in references:
-        print(reference_line(reference))
+        print(json.dumps(references_to_json(args.target, definitions, references)))
+    else:
+        relation = "references" if args.graph_command == "refs" else "callers"
+        print("\n".join(references_lines(definitions, references, relation)))
     return 0

@@ -9,12 +9,10 @@ from typing import Any, TypeVar
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.status import status_text
 from codeqa.tui.graph_text import (
-    definition_line,
-    definition_to_json,
     impact_lines,
     impact_to_json,
-    reference_line,
-    reference_to_json,
+    references_lines,
+    references_to_json,
 )
 from codeqa.tui.mcp.service import GraphResult, IndexService, SearchPage
 from mcp.server.mcpserver import MCPServer
@@ -183,8 +181,7 @@ def _graph_text(found: GraphResult) -> str:
     if found.impact is not None:
         lines = impact_lines(found.impact)
     else:
-        lines = [f"{definition_line(d)}  [definition]" for d in found.definitions]
-        lines += [reference_line(r) for r in found.references] or [f"no {found.relation} found"]
+        lines = references_lines(found.definitions, found.references, found.relation)
     if found.left_out:
         lines.append(f"{found.left_out} more left out to keep this short")
     return "\n".join(lines)
@@ -193,11 +190,8 @@ def _graph_text(found: GraphResult) -> str:
 def _graph_structured(symbol: str, found: GraphResult) -> dict[str, Any]:
     if found.impact is not None:
         return impact_to_json(symbol, found.impact) | {"left_out": found.left_out}
-    return {
-        "symbol": symbol,
+    return references_to_json(symbol, found.definitions, found.references) | {
         "relation": found.relation,
-        "definitions": [definition_to_json(d) for d in found.definitions],
-        "references": [reference_to_json(r) for r in found.references],
         "left_out": found.left_out,
     }
 
