@@ -95,23 +95,20 @@ def test_follow_up_question_keeps_the_earlier_subject(assistant):
     assert answer.citations[0].path == "json/decoder.py"
 
 
-def test_a_short_question_naming_its_own_subject_is_searched_alone():
+def _searches_after_a_question_on_merging(question: str) -> list[str]:
     history = [Turn("How does the session merge environment settings?", "In merge_environment…")]
-    searches = [
-        query.text
-        for query in plan_offline("What does resolve_redirects do?", history)
-        if query.kind is QueryKind.SEARCH
+    return [
+        query.text for query in plan_offline(question, history) if query.kind is QueryKind.SEARCH
     ]
+
+
+def test_a_short_question_naming_its_own_subject_is_searched_alone():
+    searches = _searches_after_a_question_on_merging("What does resolve_redirects do?")
     assert searches and not any("merge" in text or "session" in text for text in searches)
 
 
 def test_a_short_question_without_a_subject_continues_the_last_one():
-    history = [Turn("How does the session merge environment settings?", "In merge_environment…")]
-    searches = [
-        query.text
-        for query in plan_offline("And for proxies?", history)
-        if query.kind is QueryKind.SEARCH
-    ]
+    searches = _searches_after_a_question_on_merging("And for proxies?")
     assert any("merge" in text and "proxies" in text for text in searches)
 
 
