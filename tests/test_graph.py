@@ -239,8 +239,9 @@ def test_calls_on_one_line_are_listed_by_the_name_written(tmp_path):
 
 
 def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp_path):
-    """`s = Session()`, `s: Session`, `Session().send()`, `self.s = Session()`: `s.send()`
-    is Session.send. A name bound to a function's result, or to two classes, is not typed."""
+    """`s = Session()`, `s: Session`, `Session().send()`, `(s := Session())`, `self.s =
+    Session()`: `s.send()` is Session.send. A name bound to a function's result, to two
+    classes, or rebound by a loop or `with … as`, is not typed."""
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "net.py").write_text(
@@ -256,6 +257,9 @@ def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp
         "def from_a_function():\n    s = net.make()\n    s.send()\n\n\n"
         "def rebound(flag):\n    s = Session()\n    if flag:\n        s = net.Other()\n"
         "    s.send()\n\n\n"
+        "def looped(items):\n    s = Session()\n    for s in items:\n        s.send()\n\n\n"
+        "def opened():\n    s = Session()\n    with s.open() as s:\n        s.send()\n\n\n"
+        "def walrus():\n    if (s := Session()):\n        s.send()\n\n\n"
         "class Client:\n    def __init__(self):\n        self.session = None\n"
         "        self.session = Session()\n\n    def go(self):\n        self.session.send()\n"
     )
@@ -270,10 +274,11 @@ def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp
         graph.close()
 
     assert callers == {
-        ("app.py", caller, RESOLVED) for caller in ("assigned", "annotated", "chained", "Client.go")
+        ("app.py", caller, RESOLVED)
+        for caller in ("assigned", "annotated", "chained", "walrus", "Client.go")
     }
     assert other == set()
-    assert {"from_a_function", "rebound"} <= unresolved
+    assert {"from_a_function", "rebound", "looped", "opened"} <= unresolved
 
 
 def test_malformed_code_gives_a_partial_graph(graph):

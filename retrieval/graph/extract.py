@@ -261,18 +261,32 @@ class _Walker:
     # -- what names are bound to (Python) --
 
     def _bind(self, node: Node, scope: str | None) -> None:
-        """Record the class a name is bound to here: `s = Session()`, `s: Session`, a
-        parameter `s: Session`, `self.s = Session()` in a method or `s = …` in a class body
-        (an attribute of the class). Anything else binds the name to None (unknown), except
-        `= None`, which no method is called on. Untyped parameters are not read: bindings
-        are per definition, so they could only shadow a binding made later in it."""
-        if node.type != "assignment":  # a typed parameter; its name has no field
+        """Record the class a name is bound to here: `s = Session()`, `s: Session`,
+        `(s := Session())`, a parameter `s: Session`, `self.s = Session()` in a method or
+        `s = …` in a class body (an attribute of the class). Anything else binds the name
+        to None (unknown), `for s in …` and `with … as s` too, except `= None`, which no
+        method is called on. Untyped parameters are not read: bindings are per
+        definition, so they could only shadow a binding made later in it."""
+        kind = node.type
+        if kind == "assignment":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            self._assign(scope, left, right, node.child_by_field_name("type"))
+        elif kind == "named_expression":
+            left, right = node.child_by_field_name("name"), node.child_by_field_name("value")
+            self._assign(scope, left, right, None)
+        elif kind in ("for_statement", "as_pattern"):  # also `except E as e`
+            target = node.child_by_field_name("left" if kind == "for_statement" else "alias")
+            for name_node in _names_in(target):
+                self._bind_name(scope, _text(name_node), None)
+        else:  # a typed parameter; its name has no field
             name_node = node.child_by_field_name("name") or node.named_children[0]
             if name_node.type == "identifier":
                 annotation = _annotation(node.child_by_field_name("type"))
                 self._bind_name(scope, _text(name_node), annotation)
-            return
-        left = node.child_by_field_name("left")
+
+    def _assign(
+        self, scope: str | None, left: Node | None, right: Node | None, annotation: Node | None
+    ) -> None:
         attribute = None
         if left is None:
             return
@@ -281,14 +295,12 @@ class _Walker:
                 return
             attribute = left.child_by_field_name("attribute")
         elif left.type != "identifier":  # `a, b = …` rebinds each name to the unknown
-            for name_node in left.named_children:
-                if name_node.type == "identifier":
-                    self._bind_name(scope, _text(name_node), None)
+            for name_node in _names_in(left):
+                self._bind_name(scope, _text(name_node), None)
             return
-        right = node.child_by_field_name("right")
         if right is not None and right.type == "none":
             return
-        bound = _annotation(node.child_by_field_name("type"))
+        bound = _annotation(annotation)
         if bound is None and right is not None and right.type == "call":
             called = dotted(right.child_by_field_name("function"))
             bound = called if called and not called.startswith("?") else None
@@ -462,6 +474,15 @@ def _one_class(bound: set[str | None] | None) -> str | None:
     if bound is None or len(bound) != 1:
         return None
     return next(iter(bound))
+
+
+def _names_in(target: Node | None) -> list[Node]:
+    """The names a binding target binds: `s`, `a, b`, `(a, b)`, `as s`."""
+    if target is None:
+        return []
+    if target.type == "identifier":
+        return [target]
+    return [child for child in target.named_children if child.type == "identifier"]
 
 
 def _annotation(node: Node | None) -> str | None:
