@@ -276,13 +276,13 @@ class _Walker:
             self._assign(scope, left, right, None)
         elif kind in ("for_statement", "as_pattern"):  # also `except E as e`
             target = node.child_by_field_name("left" if kind == "for_statement" else "alias")
-            for name_node in _names_in(target):
-                self._bind_name(scope, _text(name_node), None)
+            for bound in _names_in(target):
+                self._bind_name(scope, _text(bound), None)
         else:  # a typed parameter; its name has no field
-            name_node = node.child_by_field_name("name") or node.named_children[0]
-            if name_node.type == "identifier":
+            name = node.child_by_field_name("name") or next(iter(node.named_children), None)
+            if name is not None and name.type == "identifier":
                 annotation = _annotation(node.child_by_field_name("type"))
-                self._bind_name(scope, _text(name_node), annotation)
+                self._bind_name(scope, _text(name), annotation)
 
     def _assign(
         self, scope: str | None, left: Node | None, right: Node | None, annotation: Node | None
