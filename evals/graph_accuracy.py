@@ -57,9 +57,14 @@ CASES = (
             r">>> |:param",  # docs
             "tests/test_requests.py:2598",  # RedirectSession defines its own send
         ),
-        note="`s = requests.Session(); s.send(…)`: a variable's type is not inferred",
+        note="`self.send(…)` in SessionRedirectMixin, which Session inherits; `s` rebound to "
+        "`pickle.loads(…)`",
     ),
-    Case(REQUESTS, "Response.iter_content", note="`r.iter_content()` on responses in tests"),
+    Case(
+        REQUESTS,
+        "Response.iter_content",
+        note="`r1 = s.get(…); r1.iter_content()`: what a call returns is not inferred",
+    ),
     Case(
         FLASK,
         "Flask.make_response",
@@ -96,7 +101,11 @@ CASES = (
         "django.template.loader.render_to_string",
         not_calls=(r"django\.template\.loader\.render_to_string\(\) with",),  # docstrings
     ),
-    Case(DJANGO, "QuerySet._chain", note="`query._chain()`, `self.queryset._chain()`"),
+    Case(
+        DJANGO,
+        "QuerySet._chain",
+        note="`query._chain()` on a parameter, `self.queryset._chain()` set from one",
+    ),
     Case(DJANGO, "django.forms.utils.flatatt"),
     Case(
         DJANGO,
@@ -105,7 +114,7 @@ CASES = (
             "django/db/models/sql/query.py:1159",  # docstring
             "django/db/models/sql/query.py:1174",
         ),
-        note="`clone.query.add_q(…)`: an attribute's type is not inferred",
+        note="`clone = self._chain(); clone.query.add_q(…)`: what a call returns is not inferred",
     ),
     Case(
         DJANGO,
@@ -149,8 +158,8 @@ def main() -> None:
                         "truth": len(truth),
                         "precision": round(hits / len(found), 3) if found else None,
                         "recall": round(hits / len(truth), 3) if truth else None,
-                        "wrong": sorted(found - truth),
-                        "missed": len(truth - found),
+                        "wrong": sorted(found - truth, key=_by_line),
+                        "missed": sorted(truth - found, key=_by_line),
                         "note": case.note,
                     }
                 )
@@ -175,6 +184,11 @@ def _build(root: Path, directory: Path) -> tuple[Graph, list[SourceFile]]:
     indexed = {file.path: file.sha256 for file in files}
     refresh_graph(directory, root, indexed, map(extract, files), DiscoverOptions())
     return Graph(GraphStore(directory / GRAPH_NAME)), files
+
+
+def _by_line(location: str) -> tuple[str, int]:
+    path, _, line = location.rpartition(":")
+    return path, int(line)
 
 
 def _truth(case: Case, files: list[SourceFile]) -> set[str]:

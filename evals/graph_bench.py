@@ -6,12 +6,16 @@ Builds a keyword-only index (no embedding) of the repository in a temporary fold
 prints the time to keyword-searchable, the graph's part of it (extracting its facts from
 the trees the chunker parsed, writing graph.sqlite) and that part as a share of the rest; then
 times each graph query for a fixed sample of definitions (seeded), in-process, warm.
-Wall-clock times: run it on a quiet machine for numbers to compare.
+Wall-clock times: run it on a quiet machine for numbers to compare. Garbage is collected
+before each timed query, so that a full collection of the process's heap (40-60 ms on
+django's, measured with gc.callbacks) lands in no query's time by chance; the collections a
+query's own allocations set off still count.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -78,6 +82,7 @@ def _time_queries(graph: Graph, sample: list[str]) -> None:
     for name, query in queries.items():
         times = []
         for symbol in sample:
+            gc.collect()
             started = time.perf_counter()
             try:
                 query(symbol)

@@ -238,6 +238,49 @@ def test_calls_on_one_line_are_listed_by_the_name_written(tmp_path):
     assert [(r.line, r.written) for r in callers] == [(6, "fetch")] * 2 + [(6, "get")] * 2
 
 
+def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp_path):
+    """`s = Session()`, `s: Session`, `Session().send()`, `(s := Session())`, `self.s =
+    Session()`: `s.send()` is Session.send. A name bound to a function's result, to two
+    classes, or rebound by a loop or `with … as`, is not typed."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "net.py").write_text(
+        "class Session:\n    def send(self):\n        pass\n\n\n"
+        "class Other:\n    def send(self):\n        pass\n\n\n"
+        "def make():\n    return Session()\n"
+    )
+    (repo / "app.py").write_text(
+        "import net\nfrom net import Session\n\n\n"
+        "def assigned():\n    s = net.Session()\n    s.send()\n\n\n"
+        "def annotated(s: Session, t=None):\n    s.send()\n\n\n"
+        "def chained():\n    Session().send()\n\n\n"
+        "def from_a_function():\n    s = net.make()\n    s.send()\n\n\n"
+        "def rebound(flag):\n    s = Session()\n    if flag:\n        s = net.Other()\n"
+        "    s.send()\n\n\n"
+        "def looped(items):\n    s = Session()\n    for s in items:\n        s.send()\n\n\n"
+        "def opened():\n    s = Session()\n    with s.open() as s:\n        s.send()\n\n\n"
+        "def walrus():\n    if (s := Session()):\n        s.send()\n\n\n"
+        "class Client:\n    def __init__(self):\n        self.session = None\n"
+        "        self.session = Session()\n\n    def go(self):\n        self.session.send()\n"
+    )
+    directory = tmp_path / "index"
+    directory.mkdir()
+    graph = _build(repo, directory)
+    try:
+        callers = _callers(graph, "Session.send")
+        other = _callers(graph, "Other.send")
+        unresolved = {r.context.qualname for r in graph.references("Other.send") if r.context}
+    finally:
+        graph.close()
+
+    assert callers == {
+        ("app.py", caller, RESOLVED)
+        for caller in ("assigned", "annotated", "chained", "walrus", "Client.go")
+    }
+    assert other == set()
+    assert {"from_a_function", "rebound", "looped", "opened"} <= unresolved
+
+
 def test_malformed_code_gives_a_partial_graph(graph):
     assert [d.qualname for d in graph.definitions("intact")] == ["intact"]
     (call,) = graph.callees("intact")

@@ -6,7 +6,7 @@ define and call, and nothing here raises on odd code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from codeqa.retrieval.chunking.chunker import ChunkLimits
@@ -74,6 +74,7 @@ def _query(language: str) -> Query | None:
         | spec.scopes
         | spec.imports
         | spec.variable_declarators
+        | spec.bindings
         | frozenset(spec.calls)
     )
     present = sorted(kind for kind in wanted if grammar.id_for_node_kind(kind, True) is not None)
@@ -125,6 +126,13 @@ class _Walker:
         # Qualnames of the classes (and Rust impl types) seen so far: a function directly
         # inside one is a method.
         self.class_names: set[str] = set()
+        # What each name was bound to, as a class name or None for anything else: locals
+        # by (enclosing definition, name), attributes by (class, name). A name bound to
+        # two things types none of its calls.
+        self.bound: dict[tuple[str | None, str], set[str | None]] = {}
+        self.attributes: dict[tuple[str, str], set[str | None]] = {}
+        # `self.s.send()` calls, typed once the whole class is read: (call's index, class, s).
+        self.attribute_calls: list[tuple[int, str, str]] = []
 
     def run(self, root: Node, query: Query) -> None:
         """Visit the query's nodes in document order, tracking which definition holds each."""
@@ -137,6 +145,10 @@ class _Walker:
             opened = self._visit(node, stack[-1])
             if opened is not None:
                 stack.append(opened)
+        for index, owner, attribute in self.attribute_calls:
+            receiver = _one_class(self.attributes.get((owner, attribute)))
+            if receiver is not None:
+                self.facts.calls[index] = replace(self.facts.calls[index], receiver=receiver)
 
     def _visit(self, node: Node, scope: _Scope) -> _Scope | None:
         """Record what `node` is; returns the scope it opens, if it is a definition."""
@@ -160,6 +172,8 @@ class _Walker:
             self._import(node)
         elif kind in spec.variable_declarators:
             return self._js_declarator(node, scope.names)
+        elif kind in spec.bindings:
+            self._bind(node, scope.caller)
         return None
 
     # -- definitions --
@@ -244,10 +258,94 @@ class _Walker:
                         self._add_import(module, _text(key), _text(alias), line)
         return None
 
+    # -- what names are bound to (Python) --
+
+    def _bind(self, node: Node, scope: str | None) -> None:
+        """Record the class a name is bound to here: `s = Session()`, `s: Session`,
+        `(s := Session())`, a parameter `s: Session`, `self.s = Session()` in a method or
+        `s = …` in a class body (an attribute of the class). Anything else binds the name
+        to None (unknown), `for s in …` and `with … as s` too, except `= None`, which no
+        method is called on. Untyped parameters are not read: bindings are per
+        definition, so they could only shadow a binding made later in it."""
+        kind = node.type
+        if kind == "assignment":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            self._assign(scope, left, right, node.child_by_field_name("type"))
+        elif kind == "named_expression":
+            left, right = node.child_by_field_name("name"), node.child_by_field_name("value")
+            self._assign(scope, left, right, None)
+        elif kind in ("for_statement", "as_pattern"):  # also `except E as e`
+            target = node.child_by_field_name("left" if kind == "for_statement" else "alias")
+            for bound in _names_in(target):
+                self._bind_name(scope, _text(bound), None)
+        else:  # a typed parameter; its name has no field
+            name = node.child_by_field_name("name") or next(iter(node.named_children), None)
+            if name is not None and name.type == "identifier":
+                annotation = _annotation(node.child_by_field_name("type"))
+                self._bind_name(scope, _text(name), annotation)
+
+    def _assign(
+        self, scope: str | None, left: Node | None, right: Node | None, annotation: Node | None
+    ) -> None:
+        attribute = None
+        if left is None:
+            return
+        if left.type == "attribute":
+            if _text(left.child_by_field_name("object")) != "self":
+                return
+            attribute = left.child_by_field_name("attribute")
+        elif left.type != "identifier":  # `a, b = …` rebinds each name to the unknown
+            for name_node in _names_in(left):
+                self._bind_name(scope, _text(name_node), None)
+            return
+        if right is not None and right.type == "none":
+            return
+        bound = _annotation(annotation)
+        if bound is None and right is not None and right.type == "call":
+            called = dotted(right.child_by_field_name("function"))
+            bound = called if called and not called.startswith("?") else None
+        if attribute is None:
+            self._bind_name(scope, _text(left), bound)
+        elif (owner := self._class_of(scope)) is not None:
+            self.attributes.setdefault((owner, _text(attribute)), set()).add(bound)
+
+    def _bind_name(self, scope: str | None, name: str, bound: str | None) -> None:
+        if scope is not None and scope in self.class_names:
+            self.attributes.setdefault((scope, name), set()).add(bound)
+        else:
+            self.bound.setdefault((scope, name), set()).add(bound)
+
+    def _class_of(self, qualname: str | None) -> str | None:
+        """The innermost class enclosing the definition `qualname`."""
+        parts = qualname.split(".") if qualname else []
+        for end in range(len(parts) - 1, 0, -1):
+            if (owner := ".".join(parts[:end])) in self.class_names:
+                return owner
+        return None
+
+    def _receiver(self, callee: str, callee_node: Node | None, caller: str | None) -> str | None:
+        """The class the object of a method call `callee` was bound to, if known (Python)."""
+        parts = callee.split(".")
+        if len(parts) == 3 and parts[0] == "self" and (owner := self._class_of(caller)):
+            self.attribute_calls.append((len(self.facts.calls), owner, parts[1]))
+            return None
+        if len(parts) != 2:
+            return None
+        if parts[0] == "?":  # `Session().send()`
+            inner = callee_node.child_by_field_name("object") if callee_node else None
+            if inner is None or inner.type != "call":
+                return None
+            called = dotted(inner.child_by_field_name("function"))
+            return called if called and not called.startswith("?") else None
+        if parts[0] == "self":
+            return None
+        return _one_class(self.bound.get((caller, parts[0])))
+
     # -- calls --
 
     def _call(self, node: Node, caller: str | None, receiver: str | None) -> None:
         field = self.spec.calls[node.type]
+        callee_node = None
         if field is None:  # Java: `object.name(…)` or `name(…)`
             name = _text(node.child_by_field_name("name"))
             target = node.child_by_field_name("object")
@@ -268,7 +366,8 @@ class _Walker:
         head, dot, rest = callee.partition(".")
         if dot and (head == receiver or head in self.spec.self_names):
             callee = f"self.{rest}"  # one spelling for `self.`, `this.`, a Go receiver, `Self::`
-        self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node)))
+        bound = self._receiver(callee, callee_node, caller) if self.spec.bindings else None
+        self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node), bound))
 
     # -- imports --
 
@@ -368,6 +467,30 @@ class _Walker:
             if name == "self":  # `use a::b::{self}` binds b
                 module, _, name = module.rpartition(".")
             self._add_import(module or name, name, name, line)
+
+
+def _one_class(bound: set[str | None] | None) -> str | None:
+    """The class a name was bound to, when it was bound to that one class only."""
+    if bound is None or len(bound) != 1:
+        return None
+    return next(iter(bound))
+
+
+def _names_in(target: Node | None) -> list[Node]:
+    """The names a binding target binds: `s`, `a, b`, `(a, b)`, `as s`."""
+    if target is None:
+        return []
+    if target.type == "identifier":
+        return [target]
+    return [child for child in target.named_children if child.type == "identifier"]
+
+
+def _annotation(node: Node | None) -> str | None:
+    """`Session` or `requests.Session` from an annotation; None for `Optional[…]` and others."""
+    if node is None or node.type != "type" or node.named_child_count != 1:
+        return None
+    name = dotted(node.named_children[0])
+    return name if name and not name.startswith("?") else None
 
 
 def _join(prefix: str, rest: str) -> str:

@@ -4,8 +4,10 @@ Calls are stored with the callee name as written and resolved here, at query tim
 edit to one file never leaves stale edges into it. Resolution is best effort but honest:
 a name is followed only through the calling file's own definitions, its imports (aliases
 followed, re-exports a few hops), `self.`/`cls.`/`this.` methods of the enclosing class and
-its resolved bases, and (Go, Java) the files of the same package. A name with several
-candidate definitions is reported with all of them, marked ambiguous; nothing is guessed.
+its resolved bases, methods of the one class a Python name was bound to (`s = Session()`,
+`s: Session`, `self.s = Session()`), and (Go, Java) the files of the same package. A name
+with several candidate definitions is reported with all of them, marked ambiguous; nothing
+is guessed.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ class Graph:
         self._languages: dict[str, str] | None = None
         self._tests: dict[str, bool] = {}
         self._by_suffix: dict[str, list[str]] | None = None
-        self._resolved: dict[tuple[str, str | None, str], tuple[Definition, ...]] = {}
+        self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
 
     @_serialized
     def close(self) -> None:
@@ -262,7 +264,7 @@ class Graph:
     @_serialized
     def resolve(self, call: Call) -> tuple[Definition, ...]:
         """The definitions `call` may reach: none (unresolved), one, or all candidates."""
-        key = (call.path, call.caller, call.callee)
+        key = (call.path, call.caller, call.callee, call.receiver)
         if key not in self._resolved:
             self._resolved[key] = tuple(dict.fromkeys(self._resolve(call)))
         return self._resolved[key]
@@ -304,6 +306,8 @@ class Graph:
 
     def _resolve(self, call: Call) -> list[Definition]:
         parts = call.callee.split(".")
+        if call.receiver is not None:
+            return self._bound_method(call, parts[-1])
         if parts[0] == "?":
             return []  # `f().g()`, `super().g()`: the object's type is unknown here
         if parts[0] == "self":
@@ -312,6 +316,18 @@ class Graph:
                 return []
             return self._method(call.path, owner, parts[1], MAX_HOPS)
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
+
+    def _bound_method(self, call: Call, method: str) -> list[Definition]:
+        """`method` of the class the call's object was bound to; none when that name is
+        not a class (`s = make_session()`: what it returns is unknown here)."""
+        bound = self._resolve_name(
+            call.path, (call.receiver or "").split("."), call.caller, MAX_HOPS
+        )
+        found: list[Definition] = []
+        for owner in bound:
+            if owner.kind == KIND_CLASS:
+                found.extend(self._method(owner.path, owner.qualname, method, MAX_HOPS))
+        return found
 
     def _resolve_name(
         self, path: str, parts: list[str], scope: str | None, hops: int

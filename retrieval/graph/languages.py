@@ -26,6 +26,9 @@ class GraphSpec:
     scopes: frozenset[str] = _fs()
     # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m.
     variable_declarators: frozenset[str] = _fs()
+    # Python: what binds a name, to a class (`s = Session()`, `s: Session`) or to something
+    # unknown (`for s in …`), so that `s.send()` can be followed to Session.send, or not.
+    bindings: frozenset[str] = _fs()
 
 
 _JS = GraphSpec(
@@ -58,6 +61,16 @@ SPECS: dict[str, GraphSpec] = {
         calls={"call": "function"},
         imports=_fs({"import_statement", "import_from_statement"}),
         self_names=_fs({"self", "cls"}),
+        bindings=_fs(
+            {
+                "assignment",
+                "named_expression",
+                "typed_parameter",
+                "typed_default_parameter",
+                "for_statement",
+                "as_pattern",
+            }
+        ),
     ),
     "javascript": _JS,
     "typescript": _JS,

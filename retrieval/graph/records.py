@@ -35,12 +35,18 @@ class Definition:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """`callee` as written (`self.send`, `pkg.Do`, `Foo::new`, dots for any separator)."""
+    """`callee` as written (`self.send`, `pkg.Do`, `Foo::new`, dots for any separator).
+
+    `receiver`: for `s.send()` or `self.s.send()`, the class `s` was bound to as written
+    (`requests.Session` after `s = requests.Session()` or `s: Session`), when one class
+    is all it was bound to; resolved at query time like any name.
+    """
 
     path: str
     caller: str | None  # qualname of the enclosing definition; None at module level
     callee: str
     line: int
+    receiver: str | None = None
 
     @property
     def name(self) -> str:

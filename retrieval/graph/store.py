@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS definitions (path TEXT NOT NULL, qualname TEXT NOT NU
 CREATE INDEX IF NOT EXISTS definitions_by_name ON definitions (name);
 CREATE INDEX IF NOT EXISTS definitions_by_path ON definitions (path);
 CREATE TABLE IF NOT EXISTS calls (path TEXT NOT NULL, caller TEXT, callee TEXT NOT NULL,
-    name TEXT NOT NULL, line INTEGER NOT NULL);
+    name TEXT NOT NULL, line INTEGER NOT NULL, receiver TEXT);
 CREATE INDEX IF NOT EXISTS calls_by_name ON calls (name);
 CREATE INDEX IF NOT EXISTS calls_by_path ON calls (path, caller);
 CREATE TABLE IF NOT EXISTS imports (path TEXT NOT NULL, module TEXT NOT NULL, name TEXT,
@@ -131,8 +131,8 @@ class GraphStore:
             ],
         )
         db.executemany(
-            "INSERT INTO calls VALUES (?, ?, ?, ?, ?)",
-            [(c.path, c.caller, c.callee, c.name, c.line) for c in facts.calls],
+            "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?)",
+            [(c.path, c.caller, c.callee, c.name, c.line, c.receiver) for c in facts.calls],
         )
         db.executemany(
             "INSERT INTO imports VALUES (?, ?, ?, ?, ?, ?)",
@@ -186,7 +186,7 @@ class GraphStore:
         return [
             Call(*row)
             for row in self._rows_where_in(
-                "SELECT path, caller, callee, line FROM calls "
+                "SELECT path, caller, callee, line, receiver FROM calls "
                 "WHERE name IN ({marks}) ORDER BY name, rowid",
                 names,
             )
@@ -194,14 +194,15 @@ class GraphStore:
 
     def calls_by(self, path: str, caller: str) -> list[Call]:
         rows = self._db.execute(
-            "SELECT path, caller, callee, line FROM calls WHERE path = ? AND caller = ?",
+            "SELECT path, caller, callee, line, receiver FROM calls WHERE path = ? AND caller = ?",
             (path, caller),
         )
         return [Call(*row) for row in rows]
 
     def calls_in(self, path: str, start_line: int, end_line: int) -> list[Call]:
         rows = self._db.execute(
-            "SELECT path, caller, callee, line FROM calls WHERE path = ? AND line BETWEEN ? AND ?",
+            "SELECT path, caller, callee, line, receiver FROM calls "
+            "WHERE path = ? AND line BETWEEN ? AND ?",
             (path, start_line, end_line),
         )
         return [Call(*row) for row in rows]
