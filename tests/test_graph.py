@@ -281,6 +281,46 @@ def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp
     assert {"from_a_function", "rebound", "looped", "opened"} <= unresolved
 
 
+def test_a_typescript_method_called_on_a_name_bound_to_one_class_resolves_to_it(tmp_path):
+    """`const s = new Session()`, `s: Session`, `new net.Session().send()`, a field typed
+    or set to `new Other()`: calls on them reach that class; a function's result or a
+    name a loop rebinds is not typed."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "net.ts").write_text(
+        "export class Session {\n  send() {}\n}\n"
+        "export class Other {\n  send() {}\n}\n"
+        "export function make() {\n  return new Session();\n}\n"
+    )
+    (repo / "app.ts").write_text(
+        'import { Session, Other, make } from "./net";\nimport * as net from "./net";\n'
+        "function assigned() {\n  const s = new Session();\n  s.send();\n}\n"
+        "function annotated(s: Session) {\n  s.send();\n}\n"
+        "function chained() {\n  new net.Session().send();\n}\n"
+        "function fromAFunction() {\n  const s = make();\n  s.send();\n}\n"
+        "function looped(items: unknown[]) {\n  let s = new Session();\n"
+        "  for (s of items) {\n    s.send();\n  }\n}\n"
+        "class Client {\n  session: Session;\n  other = new Other();\n"
+        "  constructor() {\n    this.session = new Session();\n  }\n"
+        "  go() {\n    this.session.send();\n    this.other.send();\n  }\n}\n"
+    )
+    directory = tmp_path / "index"
+    directory.mkdir()
+    graph = _build(repo, directory)
+    try:
+        session = _callers(graph, "Session.send")
+        other = _callers(graph, "Other.send")
+        unresolved = {r.context.qualname for r in graph.references("Session.send") if r.context}
+    finally:
+        graph.close()
+
+    assert session == {
+        ("app.ts", caller, RESOLVED) for caller in ("assigned", "annotated", "chained", "Client.go")
+    }
+    assert other == {("app.ts", "Client.go", RESOLVED)}
+    assert {"fromAFunction", "looped"} <= unresolved
+
+
 def test_malformed_code_gives_a_partial_graph(graph):
     assert [d.qualname for d in graph.definitions("intact")] == ["intact"]
     (call,) = graph.callees("intact")

@@ -171,7 +171,10 @@ class _Walker:
         elif kind in spec.imports:
             self._import(node)
         elif kind in spec.variable_declarators:
-            return self._js_declarator(node, scope.names)
+            opened = self._js_declarator(node, scope.names)
+            if opened is None and kind in spec.bindings:  # `const s = new Session()`
+                self._bind(node, scope.caller)
+            return opened
         elif kind in spec.bindings:
             self._bind(node, scope.caller)
         return None
@@ -261,28 +264,29 @@ class _Walker:
     # -- what names are bound to (Python) --
 
     def _bind(self, node: Node, scope: str | None) -> None:
-        """Record the class a name is bound to here: `s = Session()`, `s: Session`,
-        `(s := Session())`, a parameter `s: Session`, `self.s = Session()` in a method or
-        `s = …` in a class body (an attribute of the class). Anything else binds the name
-        to None (unknown), `for s in …` and `with … as s` too, except `= None`, which no
-        method is called on. Untyped parameters are not read: bindings are per
-        definition, so they could only shadow a binding made later in it."""
+        """Record the class a name is bound to here: `s = Session()`, `s = new Session()`,
+        `s: Session`, `(s := Session())`, a parameter `s: Session`, `self.s = Session()` or
+        `this.s = new Session()` in a method, a field or `s = …` in a class body (an
+        attribute of the class). Anything else binds the name to None (unknown), `for s in
+        …` and `with … as s` too, except `= None`/`null`, which no method is called on.
+        Untyped parameters are not read: bindings are per definition, so they could only
+        shadow a binding made later in it."""
         kind = node.type
-        if kind == "assignment":
-            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            self._assign(scope, left, right, node.child_by_field_name("type"))
-        elif kind == "named_expression":
-            left, right = node.child_by_field_name("name"), node.child_by_field_name("value")
-            self._assign(scope, left, right, None)
-        elif kind in ("for_statement", "as_pattern"):  # also `except E as e`
-            target = node.child_by_field_name("left" if kind == "for_statement" else "alias")
-            for bound in _names_in(target):
+        if kind in _ASSIGNMENTS:
+            left, right, annotation = (node.child_by_field_name(f) for f in _ASSIGNMENTS[kind])
+            self._assign(scope, left, right, annotation)
+        elif kind in _REBINDINGS:  # also `except E as e`
+            for bound in _names_in(node.child_by_field_name(_REBINDINGS[kind])):
                 self._bind_name(scope, _text(bound), None)
-        else:  # a typed parameter; its name has no field
-            name = node.child_by_field_name("name") or next(iter(node.named_children), None)
+        else:  # a typed parameter (Python's name has no field when it has no default)
+            name = (
+                node.child_by_field_name("name")
+                or node.child_by_field_name("pattern")
+                or next(iter(node.named_children), None)
+            )
             if name is not None and name.type == "identifier":
-                annotation = _annotation(node.child_by_field_name("type"))
-                self._bind_name(scope, _text(name), annotation)
+                written = _annotation(node.child_by_field_name("type"))
+                self._bind_name(scope, _text(name), written)
 
     def _assign(
         self, scope: str | None, left: Node | None, right: Node | None, annotation: Node | None
@@ -290,20 +294,21 @@ class _Walker:
         attribute = None
         if left is None:
             return
-        if left.type == "attribute":
-            if _text(left.child_by_field_name("object")) != "self":
+        if left.type in ("attribute", "member_expression"):
+            if _text(left.child_by_field_name("object")) not in self.spec.self_names:
                 return
-            attribute = left.child_by_field_name("attribute")
-        elif left.type != "identifier":  # `a, b = …` rebinds each name to the unknown
-            for name_node in _names_in(left):
+            attribute = left.child_by_field_name("attribute") or left.child_by_field_name(
+                "property"
+            )
+        elif left.type not in ("identifier", "property_identifier"):
+            for name_node in _names_in(left):  # `a, b = …` rebinds each name to the unknown
                 self._bind_name(scope, _text(name_node), None)
             return
-        if right is not None and right.type == "none":
+        if right is not None and right.type in ("none", "null", "undefined"):
             return
         bound = _annotation(annotation)
-        if bound is None and right is not None and right.type == "call":
-            called = dotted(right.child_by_field_name("function"))
-            bound = called if called and not called.startswith("?") else None
+        if bound is None and right is not None:
+            bound = _constructed(right)
         if attribute is None:
             self._bind_name(scope, _text(left), bound)
         elif (owner := self._class_of(scope)) is not None:
@@ -331,12 +336,9 @@ class _Walker:
             return None
         if len(parts) != 2:
             return None
-        if parts[0] == "?":  # `Session().send()`
+        if parts[0] == "?":  # `Session().send()`, `new Session().send()`
             inner = callee_node.child_by_field_name("object") if callee_node else None
-            if inner is None or inner.type != "call":
-                return None
-            called = dotted(inner.child_by_field_name("function"))
-            return called if called and not called.startswith("?") else None
+            return _constructed(inner) if inner is not None else None
         if parts[0] == "self":
             return None
         return _one_class(self.bound.get((caller, parts[0])))
@@ -366,7 +368,9 @@ class _Walker:
         head, dot, rest = callee.partition(".")
         if dot and (head == receiver or head in self.spec.self_names):
             callee = f"self.{rest}"  # one spelling for `self.`, `this.`, a Go receiver, `Self::`
-        bound = self._receiver(callee, callee_node, caller) if self.spec.bindings else None
+        bound = None
+        if self.spec.bindings and node.type not in _CONSTRUCTIONS_OF_NEW:
+            bound = self._receiver(callee, callee_node, caller)
         self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node), bound))
 
     # -- imports --
@@ -469,6 +473,24 @@ class _Walker:
             self._add_import(module or name, name, name, line)
 
 
+# What binds a name, by node type: the fields of the name, the value and an annotation.
+_ASSIGNMENTS = {
+    "assignment": ("left", "right", "type"),
+    "named_expression": ("name", "value", "type"),  # no annotation: the field is absent
+    "assignment_expression": ("left", "right", "type"),
+    "variable_declarator": ("name", "value", "type"),
+    "public_field_definition": ("name", "value", "type"),
+    "field_definition": ("property", "value", "type"),
+}
+# What rebinds a name to something unknown, by node type: the field of the target.
+_REBINDINGS = {"for_statement": "left", "for_in_statement": "left", "as_pattern": "alias"}
+_PATTERN_NAMES = frozenset({"identifier", "shorthand_property_identifier_pattern"})
+# Expressions that make an instance of the class they name, and the field naming it.
+_CONSTRUCTIONS = {"call": "function", "new_expression": "constructor"}
+# Call nodes that are constructions themselves: their callee is a class, not a method.
+_CONSTRUCTIONS_OF_NEW = frozenset({"new_expression", "object_creation_expression"})
+
+
 def _one_class(bound: set[str | None] | None) -> str | None:
     """The class a name was bound to, when it was bound to that one class only."""
     if bound is None or len(bound) != 1:
@@ -477,20 +499,35 @@ def _one_class(bound: set[str | None] | None) -> str | None:
 
 
 def _names_in(target: Node | None) -> list[Node]:
-    """The names a binding target binds: `s`, `a, b`, `(a, b)`, `as s`."""
+    """The names a binding target binds: `s`, `a, b`, `(a, b)`, `as s`, `[a, b]`, `{a, b}`."""
     if target is None:
         return []
     if target.type == "identifier":
         return [target]
-    return [child for child in target.named_children if child.type == "identifier"]
+    return [child for child in target.named_children if child.type in _PATTERN_NAMES]
 
 
 def _annotation(node: Node | None) -> str | None:
-    """`Session` or `requests.Session` from an annotation; None for `Optional[…]` and others."""
-    if node is None or node.type != "type" or node.named_child_count != 1:
+    """`Session` or `requests.Session` from an annotation (Python's or TypeScript's); None
+    for `Optional[…]`, unions and others."""
+    if node is None or node.type not in ("type", "type_annotation") or node.named_child_count != 1:
         return None
-    name = dotted(node.named_children[0])
+    inner = node.named_children[0]
+    if inner.type == "nested_type_identifier":  # TypeScript's `net.Session`
+        name: str | None = _text(inner)
+        return name if name and name.replace(".", "_").isidentifier() else None
+    name = dotted(inner)
     return name if name and not name.startswith("?") else None
+
+
+def _constructed(value: Node) -> str | None:
+    """The class `value` makes an instance of, as written: `Session(…)` in Python (or a
+    function's result, which query time tells apart), `new Session(…)` in JS/TS."""
+    field = _CONSTRUCTIONS.get(value.type)
+    if field is None:
+        return None
+    called = dotted(value.child_by_field_name(field))
+    return called if called and not called.startswith("?") else None
 
 
 def _join(prefix: str, rest: str) -> str:

@@ -26,8 +26,9 @@ class GraphSpec:
     scopes: frozenset[str] = _fs()
     # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m.
     variable_declarators: frozenset[str] = _fs()
-    # Python: what binds a name, to a class (`s = Session()`, `s: Session`) or to something
-    # unknown (`for s in …`), so that `s.send()` can be followed to Session.send, or not.
+    # Python, JS/TS: what binds a name, to a class (`s = Session()`, `s = new Session()`,
+    # `s: Session`) or to something unknown (`for s in …`), so that `s.send()` can be
+    # followed to Session.send, or not.
     bindings: frozenset[str] = _fs()
 
 
@@ -52,6 +53,17 @@ _JS = GraphSpec(
     imports=_fs({"import_statement"}),
     self_names=_fs({"this"}),
     variable_declarators=_fs({"variable_declarator"}),
+    bindings=_fs(
+        {
+            "variable_declarator",
+            "assignment_expression",
+            "required_parameter",
+            "optional_parameter",
+            "public_field_definition",
+            "field_definition",
+            "for_in_statement",
+        }
+    ),
 )
 
 SPECS: dict[str, GraphSpec] = {
