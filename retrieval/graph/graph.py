@@ -4,10 +4,10 @@ Calls are stored with the callee name as written and resolved here, at query tim
 edit to one file never leaves stale edges into it. Resolution is best effort but honest:
 a name is followed only through the calling file's own definitions, its imports (aliases
 followed, re-exports a few hops), `self.`/`cls.`/`this.` methods of the enclosing class and
-its resolved bases, methods of the one class a Python name was bound to (`s = Session()`,
-`s: Session`, `self.s = Session()`), and (Go, Java) the files of the same package. A name
-with several candidate definitions is reported with all of them, marked ambiguous; nothing
-is guessed.
+its resolved bases, methods of the one class a Python or JS/TS name was bound to
+(`s = Session()`, `new Session()`, `s: Session`, `self.s = …`), and (Go, Java) the files of
+the same package. A name with several candidate definitions is reported with all of them,
+marked ambiguous; nothing is guessed.
 """
 
 from __future__ import annotations
