@@ -286,7 +286,7 @@ class _Walker:
                         self._add_import(module, _text(key), _text(alias), line)
         return None
 
-    # -- what names are bound to (Python) --
+    # -- what names are bound to (Python, JS/TS) --
 
     def _bind(self, node: Node, scope: str | None) -> None:
         """Record the class a name is bound to here: `s = Session()`, `s = new Session()`,
@@ -374,7 +374,8 @@ class _Walker:
         return None
 
     def _receiver(self, callee: str, callee_node: Node | None, caller: str | None) -> str | None:
-        """The class the object of a method call `callee` was bound to, if known (Python)."""
+        """The class the object of a method call `callee` was made by (`Session().send()`);
+        a call on a bound name is noted, to be typed once the file is read (`_type_receivers`)."""
         parts = callee.split(".")
         if len(parts) == 3 and parts[0] == "self" and (owner := self._class_of(caller)):
             self.attribute_calls.append((len(self.facts.calls), owner, parts[1]))
@@ -563,18 +564,20 @@ def _annotation(node: Node | None) -> str | None:
     if inner.type == "nested_type_identifier":  # TypeScript's `net.Session`
         name: str | None = _text(inner)
         return name if name and name.replace(".", "_").isidentifier() else None
-    name = dotted(inner)
-    return name if name and not name.startswith("?") else None
+    return _name_written(inner)
 
 
 def _constructed(value: Node) -> str | None:
     """The class `value` makes an instance of, as written: `Session(…)` in Python (or a
     function's result, which query time tells apart), `new Session(…)` in JS/TS."""
     field = _CONSTRUCTIONS.get(value.type)
-    if field is None:
-        return None
-    called = dotted(value.child_by_field_name(field))
-    return called if called and not called.startswith("?") else None
+    return _name_written(value.child_by_field_name(field)) if field is not None else None
+
+
+def _name_written(node: Node | None) -> str | None:
+    """`a.b.c` for a chain of names; None for any expression (`f().g`, `x[0]`)."""
+    name = dotted(node)
+    return name if name and not name.startswith("?") else None
 
 
 def _join(prefix: str, rest: str) -> str:

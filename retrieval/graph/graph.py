@@ -307,7 +307,7 @@ class Graph:
     def _resolve(self, call: Call) -> list[Definition]:
         parts = call.callee.split(".")
         if call.receiver is not None:
-            return self._bound_method(call, parts[-1])
+            return self._bound_method(call, call.receiver, parts[-1])
         if parts[0] == "?":
             return []  # `f().g()`, `super().g()`: the object's type is unknown here
         if parts[0] == "self":
@@ -317,12 +317,10 @@ class Graph:
             return self._method(call.path, owner, parts[1], MAX_HOPS)
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
 
-    def _bound_method(self, call: Call, method: str) -> list[Definition]:
-        """`method` of the class the call's object was bound to; none when that name is
-        not a class (`s = make_session()`: what it returns is unknown here)."""
-        bound = self._resolve_name(
-            call.path, (call.receiver or "").split("."), call.caller, MAX_HOPS
-        )
+    def _bound_method(self, call: Call, receiver: str, method: str) -> list[Definition]:
+        """`method` of class `receiver`, which the call's object was bound to; none when
+        that name is not a class (`s = make_session()`: what it returns is unknown here)."""
+        bound = self._resolve_name(call.path, receiver.split("."), call.caller, MAX_HOPS)
         found: list[Definition] = []
         for owner in bound:
             if owner.kind == KIND_CLASS:
