@@ -6,6 +6,7 @@ import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,22 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
     built = _build(FIXTURES, tmp_path_factory.mktemp("graph"))
     yield built
     built.close()
+
+
+@contextmanager
+def _graph_of(tmp_path: Path, files: dict[str, str]) -> Iterator[Graph]:
+    """The graph of a repository holding `files` (path → text), closed after use."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for path, text in files.items():
+        (repo / path).write_text(text)
+    directory = tmp_path / "index"
+    directory.mkdir()
+    graph = _build(repo, directory)
+    try:
+        yield graph
+    finally:
+        graph.close()
 
 
 def _facts(path: str):
@@ -220,20 +237,13 @@ def test_a_query_reads_its_calling_files_in_as_many_queries_for_ten_files_as_for
 
 
 def test_calls_on_one_line_are_listed_by_the_name_written(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "pkg.py").write_text("def get():\n    return 1\n")
-    (repo / "main.py").write_text(
-        "from pkg import get\nfrom pkg import get as fetch\n\n\ndef run():\n"
-        "    return get(fetch()) + fetch(get())\n"
-    )
-    directory = tmp_path / "index"
-    directory.mkdir()
-    graph = _build(repo, directory)
-    try:
+    files = {
+        "pkg.py": "def get():\n    return 1\n",
+        "main.py": "from pkg import get\nfrom pkg import get as fetch\n\n\ndef run():\n"
+        "    return get(fetch()) + fetch(get())\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
         callers = graph.callers("get")
-    finally:
-        graph.close()
 
     assert [(r.line, r.written) for r in callers] == [(6, "fetch")] * 2 + [(6, "get")] * 2
 
@@ -242,15 +252,11 @@ def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp
     """`s = Session()`, `s: Session`, `Session().send()`, `(s := Session())`, `self.s =
     Session()`: `s.send()` is Session.send. A name bound to a function's result, to two
     classes, or rebound by a loop or `with … as`, is not typed."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "net.py").write_text(
-        "class Session:\n    def send(self):\n        pass\n\n\n"
+    files = {
+        "net.py": "class Session:\n    def send(self):\n        pass\n\n\n"
         "class Other:\n    def send(self):\n        pass\n\n\n"
-        "def make():\n    return Session()\n"
-    )
-    (repo / "app.py").write_text(
-        "import net\nfrom net import Session\n\n\n"
+        "def make():\n    return Session()\n",
+        "app.py": "import net\nfrom net import Session\n\n\n"
         "def assigned():\n    s = net.Session()\n    s.send()\n\n\n"
         "def annotated(s: Session, t=None):\n    s.send()\n\n\n"
         "def chained():\n    Session().send()\n\n\n"
@@ -261,17 +267,12 @@ def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp
         "def opened():\n    s = Session()\n    with s.open() as s:\n        s.send()\n\n\n"
         "def walrus():\n    if (s := Session()):\n        s.send()\n\n\n"
         "class Client:\n    def __init__(self):\n        self.session = None\n"
-        "        self.session = Session()\n\n    def go(self):\n        self.session.send()\n"
-    )
-    directory = tmp_path / "index"
-    directory.mkdir()
-    graph = _build(repo, directory)
-    try:
+        "        self.session = Session()\n\n    def go(self):\n        self.session.send()\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
         callers = _callers(graph, "Session.send")
         other = _callers(graph, "Other.send")
         unresolved = {r.context.qualname for r in graph.references("Other.send") if r.context}
-    finally:
-        graph.close()
 
     assert callers == {
         ("app.py", caller, RESOLVED)
@@ -285,15 +286,11 @@ def test_a_typescript_method_called_on_a_name_bound_to_one_class_resolves_to_it(
     """`const s = new Session()`, `s: Session`, `new net.Session().send()`, a field typed
     or set to `new Other()`: calls on them reach that class; a function's result or a
     name a loop rebinds is not typed."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "net.ts").write_text(
-        "export class Session {\n  send() {}\n}\n"
+    files = {
+        "net.ts": "export class Session {\n  send() {}\n}\n"
         "export class Other {\n  send() {}\n}\n"
-        "export function make() {\n  return new Session();\n}\n"
-    )
-    (repo / "app.ts").write_text(
-        'import { Session, Other, make } from "./net";\nimport * as net from "./net";\n'
+        "export function make() {\n  return new Session();\n}\n",
+        "app.ts": 'import { Session, Other, make } from "./net";\nimport * as net from "./net";\n'
         "function assigned() {\n  const s = new Session();\n  s.send();\n}\n"
         "function annotated(s: Session) {\n  s.send();\n}\n"
         "function chained() {\n  new net.Session().send();\n}\n"
@@ -302,17 +299,12 @@ def test_a_typescript_method_called_on_a_name_bound_to_one_class_resolves_to_it(
         "  for (s of items) {\n    s.send();\n  }\n}\n"
         "class Client {\n  session: Session;\n  other = new Other();\n"
         "  constructor() {\n    this.session = new Session();\n  }\n"
-        "  go() {\n    this.session.send();\n    this.other.send();\n  }\n}\n"
-    )
-    directory = tmp_path / "index"
-    directory.mkdir()
-    graph = _build(repo, directory)
-    try:
+        "  go() {\n    this.session.send();\n    this.other.send();\n  }\n}\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
         session = _callers(graph, "Session.send")
         other = _callers(graph, "Other.send")
         unresolved = {r.context.qualname for r in graph.references("Session.send") if r.context}
-    finally:
-        graph.close()
 
     assert session == {
         ("app.ts", caller, RESOLVED) for caller in ("assigned", "annotated", "chained", "Client.go")
