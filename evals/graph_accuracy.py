@@ -63,7 +63,8 @@ CASES = (
     Case(
         REQUESTS,
         "Response.iter_content",
-        note="`r1 = s.get(…); r1.iter_content()`: what a call returns is not inferred",
+        note="`r1 = s.get(…); r1.iter_content()`: what an undeclared function returns is not "
+        "inferred",
     ),
     Case(
         FLASK,
@@ -114,7 +115,8 @@ CASES = (
             "django/db/models/sql/query.py:1159",  # docstring
             "django/db/models/sql/query.py:1174",
         ),
-        note="`clone = self._chain(); clone.query.add_q(…)`: what a call returns is not inferred",
+        note="`clone = self._chain(); clone.query.add_q(…)`: what an undeclared function returns "
+        "is not inferred",
     ),
     Case(
         DJANGO,

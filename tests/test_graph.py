@@ -250,8 +250,9 @@ def test_calls_on_one_line_are_listed_by_the_name_written(tmp_path):
 
 def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp_path):
     """`s = Session()`, `s: Session`, `Session().send()`, `(s := Session())`, `self.s =
-    Session()`: `s.send()` is Session.send. A name bound to a function's result, to two
-    classes, or rebound by a loop or `with … as`, is not typed."""
+    Session()`: `s.send()` is Session.send. A name bound to the result of a function that
+    declares no return type, to two classes, or rebound by a loop or `with … as`, is not
+    typed."""
     files = {
         "net.py": "class Session:\n    def send(self):\n        pass\n\n\n"
         "class Other:\n    def send(self):\n        pass\n\n\n"
@@ -284,8 +285,8 @@ def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp
 
 def test_a_typescript_method_called_on_a_name_bound_to_one_class_resolves_to_it(tmp_path):
     """`const s = new Session()`, `s: Session`, `new net.Session().send()`, a field typed
-    or set to `new Other()`: calls on them reach that class; a function's result or a
-    name a loop rebinds is not typed."""
+    or set to `new Other()`: calls on them reach that class; the result of a function that
+    declares no return type, or a name a loop rebinds, is not typed."""
     files = {
         "net.ts": "export class Session {\n  send() {}\n}\n"
         "export class Other {\n  send() {}\n}\n"
@@ -311,6 +312,52 @@ def test_a_typescript_method_called_on_a_name_bound_to_one_class_resolves_to_it(
     }
     assert other == {("app.ts", "Client.go", RESOLVED)}
     assert {"fromAFunction", "looped"} <= unresolved
+
+
+def test_a_method_called_on_what_a_function_declares_it_returns_resolves_to_that_class(tmp_path):
+    """`def make() -> Session` (or `function make(): Session`, a method, an arrow function):
+    `s = make(); s.send()` and `make().send()` are Session.send. A function that declares
+    no return type, or one that is not a single class (`Optional[Session]`, `int`), types
+    nothing: what it returns is not inferred from its body."""
+    files = {
+        "net.py": "from typing import Optional\n\n\n"
+        "class Session:\n    def send(self):\n        pass\n\n\n"
+        "def make() -> Session:\n    return Session()\n\n\n"
+        "def undeclared():\n    return Session()\n\n\n"
+        "def maybe() -> Optional[Session]:\n    return None\n\n\n"
+        "def count() -> int:\n    return 0\n",
+        "app.py": "import net\nfrom net import make\n\n\n"
+        "def assigned():\n    s = make()\n    s.send()\n\n\n"
+        "def chained():\n    net.make().send()\n\n\n"
+        "def undeclared():\n    s = net.undeclared()\n    s.send()\n\n\n"
+        "def optional():\n    s = net.maybe()\n    s.send()\n\n\n"
+        "def counted():\n    s = net.count()\n    s.send()\n\n\n"
+        "class Client:\n    def session(self) -> net.Session:\n        return net.Session()\n\n"
+        "    def go(self):\n        s = self.session()\n        s.send()\n",
+        "net.ts": "export class Session {\n  send() {}\n}\n"
+        "export function make(): Session {\n  return new Session();\n}\n"
+        "export const build = (): Session => new Session();\n"
+        "export function undeclared() {\n  return new Session();\n}\n",
+        "app.ts": 'import { Session, make, build, undeclared } from "./net";\n'
+        "function assigned() {\n  const s = make();\n  s.send();\n}\n"
+        "function arrow() {\n  build().send();\n}\n"
+        "function notDeclared() {\n  const s = undeclared();\n  s.send();\n}\n"
+        "class Client {\n  session(): Session {\n    return make();\n  }\n"
+        "  go() {\n    this.session().send();\n  }\n}\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
+        callers = _callers(graph, "Session.send")
+        unresolved = {r.context.qualname for r in graph.references("Session.send") if r.context}
+
+    assert callers == {
+        ("app.py", "assigned", RESOLVED),
+        ("app.py", "chained", RESOLVED),
+        ("app.py", "Client.go", RESOLVED),
+        ("app.ts", "assigned", RESOLVED),
+        ("app.ts", "arrow", RESOLVED),
+        ("app.ts", "Client.go", RESOLVED),
+    }
+    assert {"undeclared", "optional", "counted", "notDeclared"} <= unresolved
 
 
 def test_malformed_code_gives_a_partial_graph(graph):

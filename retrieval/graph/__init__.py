@@ -17,7 +17,7 @@ from codeqa.retrieval.graph.records import (
 from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore
 
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
-GRAPH_VERSION = 2
+GRAPH_VERSION = 3  # 3: definitions keep the class a function declares it returns
 
 __all__ = [
     "AMBIGUOUS",

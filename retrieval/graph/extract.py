@@ -216,7 +216,10 @@ class _Walker:
         kind = KIND_CLASS if is_class else KIND_METHOD if owner_is_class else KIND_FUNCTION
         if node.type == "method_declaration" and self.language == "go":
             kind = KIND_METHOD
-        definition = Definition(self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1)
+        returns = None if is_class else _annotation(node.child_by_field_name("return_type"))
+        definition = Definition(
+            self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns
+        )
         if is_class:
             self.class_names.add(qualname)
             for base in _bases(node, self.language):
@@ -261,6 +264,7 @@ class _Walker:
                 KIND_CLASS if is_class else KIND_FUNCTION,
                 _line(node),
                 node.end_point[0] + 1,
+                None if is_class else _annotation(value.child_by_field_name("return_type")),
             )
             self.facts.definitions.append(definition)
             if is_class:
@@ -292,10 +296,12 @@ class _Walker:
         """Record the class a name is bound to here: `s = Session()`, `s = new Session()`,
         `s: Session`, `(s := Session())`, a parameter `s: Session`, `self.s = Session()` or
         `this.s = new Session()` in a method, a field or `s = …` in a class body (an
-        attribute of the class). Anything else binds the name to None (unknown), `for s in
-        …` and `with … as s` too, except `= None`/`null`, which no method is called on.
-        Untyped parameters are not read: bindings are per definition, so they could only
-        shadow a binding made later in it."""
+        attribute of the class); or the function whose result it is (`s = make()`, `s =
+        self.make()`), typed at query time by the class the function declares it returns.
+        Anything else binds the name to None (unknown), `for s in …` and `with … as s` too,
+        except `= None`/`null`, which no method is called on. Untyped parameters are not
+        read: bindings are per definition, so they could only shadow a binding made later
+        in it."""
         kind = node.type
         at = node.start_byte
         if kind in _ASSIGNMENTS:
@@ -347,7 +353,7 @@ class _Walker:
             return
         bound = _annotation(node.child_by_field_name(type_field))
         if bound is None and right is not None:
-            bound = _constructed(right)
+            bound = self._own(_constructed(right))
         self._record(key, bound, at)
 
     def _wanted(self, scope: str | None, name: str) -> tuple[str | None, str] | None:
@@ -364,6 +370,11 @@ class _Walker:
             self.attributes.setdefault((owner, name), set()).add(bound)
         else:
             self.bound.setdefault(key, []).append((at, bound))
+
+    def _own(self, name: str | None) -> str | None:
+        """`self.make` for `this.make` (or `cls.make`): one spelling, as calls have."""
+        head, dot, rest = (name or "").partition(".")
+        return f"self.{rest}" if dot and head in self.spec.self_names else name
 
     def _class_of(self, qualname: str | None) -> str | None:
         """The innermost class enclosing the definition `qualname`."""
@@ -384,7 +395,7 @@ class _Walker:
             return None
         if parts[0] == "?":  # `Session().send()`, `new Session().send()`
             inner = callee_node.child_by_field_name("object") if callee_node else None
-            return _constructed(inner) if inner is not None else None
+            return self._own(_constructed(inner)) if inner is not None else None
         if parts[0] != "self" and callee_node is not None:
             self.local_calls.append(
                 (len(self.facts.calls), caller, parts[0], callee_node.start_byte)
@@ -533,8 +544,13 @@ _ASSIGNMENTS = {
 # What rebinds a name to something unknown, by node type: the field of the target.
 _REBINDINGS = {"for_statement": "left", "for_in_statement": "left", "as_pattern": "alias"}
 _PATTERN_NAMES = frozenset({"identifier", "shorthand_property_identifier_pattern"})
-# Expressions that make an instance of the class they name, and the field naming it.
-_CONSTRUCTIONS = {"call": "function", "new_expression": "constructor"}
+# Expressions that make an instance of the class they name, or return a function's result,
+# and the field naming the class or function (query time tells the two apart).
+_CONSTRUCTIONS = {
+    "call": "function",
+    "call_expression": "function",
+    "new_expression": "constructor",
+}
 # Call nodes that are constructions themselves: their callee is a class, not a method.
 _CONSTRUCTIONS_OF_NEW = frozenset({"new_expression", "object_creation_expression"})
 
@@ -568,8 +584,9 @@ def _annotation(node: Node | None) -> str | None:
 
 
 def _constructed(value: Node) -> str | None:
-    """The class `value` makes an instance of, as written: `Session(…)` in Python (or a
-    function's result, which query time tells apart), `new Session(…)` in JS/TS."""
+    """The class `value` makes an instance of, as written: `Session(…)` in Python, `new
+    Session(…)` in JS/TS; or the function whose result it is (`make()`, `self.make()`),
+    which query time tells apart."""
     field = _CONSTRUCTIONS.get(value.type)
     return _name_written(value.child_by_field_name(field)) if field is not None else None
 

@@ -318,13 +318,27 @@ class Graph:
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
 
     def _bound_method(self, call: Call, receiver: str, method: str) -> list[Definition]:
-        """`method` of class `receiver`, which the call's object was bound to; none when
-        that name is not a class (`s = make_session()`: what it returns is unknown here)."""
-        bound = self._resolve_name(call.path, receiver.split("."), call.caller, MAX_HOPS)
+        """`method` of the class the call's object was bound to: class `receiver`, or the
+        class function `receiver` declares it returns (`def make() -> Session`); none when
+        the function declares no class (what it returns is not inferred from its body)."""
+        parts = receiver.split(".")
+        if parts[0] == "self":  # `s = self.make()`
+            owner = self._context(call.path).enclosing_class(call.caller)
+            if owner is None or len(parts) != 2:
+                return []
+            bound = self._method(call.path, owner, parts[1], MAX_HOPS)
+        else:
+            bound = self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
         found: list[Definition] = []
-        for owner in bound:
-            if owner.kind == KIND_CLASS:
-                found.extend(self._method(owner.path, owner.qualname, method, MAX_HOPS))
+        for named in bound:
+            if named.kind != KIND_CLASS and named.returns is not None:
+                scope = named.qualname  # the annotation is read where the function is
+                returned = self._resolve_name(named.path, named.returns.split("."), scope, MAX_HOPS)
+                classes = [d for d in returned if d.kind == KIND_CLASS]
+            else:
+                classes = [named] if named.kind == KIND_CLASS else []
+            for made in classes:
+                found.extend(self._method(made.path, made.qualname, method, MAX_HOPS))
         return found
 
     def _resolve_name(

@@ -23,6 +23,9 @@ class Definition:
     kind: str
     start_line: int
     end_line: int
+    # The one class a function declares it returns, as written (`-> Session`, `): Session`);
+    # None for none declared, or anything else (`Optional[…]`, unions).
+    returns: str | None = None
 
     @property
     def name(self) -> str:
@@ -38,8 +41,9 @@ class Call:
     """`callee` as written (`self.send`, `pkg.Do`, `Foo::new`, dots for any separator).
 
     `receiver`: for `s.send()` or `self.s.send()`, the class `s` was bound to as written
-    (`requests.Session` after `s = requests.Session()` or `s: Session`), when one class
-    is all it was bound to; resolved at query time like any name.
+    (`requests.Session` after `s = requests.Session()` or `s: Session`), or the function
+    whose result it was bound to (`make_session` after `s = make_session()`), when that
+    one name is all it was bound to; resolved at query time like any name.
     """
 
     path: str

@@ -18,7 +18,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,
     language TEXT, is_test INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS definitions (path TEXT NOT NULL, qualname TEXT NOT NULL,
-    name TEXT NOT NULL, kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL);
+    name TEXT NOT NULL, kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+    returns TEXT);
 CREATE INDEX IF NOT EXISTS definitions_by_name ON definitions (name);
 CREATE INDEX IF NOT EXISTS definitions_by_path ON definitions (path);
 CREATE TABLE IF NOT EXISTS calls (path TEXT NOT NULL, caller TEXT, callee TEXT NOT NULL,
@@ -42,7 +43,7 @@ _VALUES_PER_QUERY = 400
 
 # A definition as read, its fields in Definition's order: a query reads every definition of
 # each file its calls come from, but makes Definitions of the few it looks up (see graph.py).
-DefinitionRow = tuple[str, str, str, int, int]
+DefinitionRow = tuple[str, str, str, int, int, str | None]
 
 
 def module_leaf(module: str) -> str:
@@ -124,9 +125,9 @@ class GraphStore:
             (facts.path, facts.sha256, facts.language, int(facts.is_test)),
         )
         db.executemany(
-            "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                (d.path, d.qualname, d.name, d.kind, d.start_line, d.end_line)
+                (d.path, d.qualname, d.name, d.kind, d.start_line, d.end_line, d.returns)
                 for d in facts.definitions
             ],
         )
@@ -162,7 +163,8 @@ class GraphStore:
 
     def definitions_named(self, name: str) -> list[Definition]:
         rows = self._db.execute(
-            "SELECT path, qualname, kind, start_line, end_line FROM definitions WHERE name = ?",
+            "SELECT path, qualname, kind, start_line, end_line, returns FROM definitions "
+            "WHERE name = ?",
             (name,),
         )
         return [Definition(*row) for row in rows]
@@ -175,7 +177,7 @@ class GraphStore:
         """`definitions_in` as rows, for a caller that makes Definitions of only a few."""
         return list(
             self._rows_where_in(
-                "SELECT path, qualname, kind, start_line, end_line FROM definitions "
+                "SELECT path, qualname, kind, start_line, end_line, returns FROM definitions "
                 "WHERE path IN ({marks}) ORDER BY path, rowid",
                 paths,
             )
