@@ -5,9 +5,9 @@ edit to one file never leaves stale edges into it. Resolution is best effort but
 a name is followed only through the calling file's own definitions, its imports (aliases
 followed, re-exports a few hops), `self.`/`cls.`/`this.` methods of the enclosing class and
 its resolved bases, methods of the one class a Python or JS/TS name was bound to
-(`s = Session()`, `new Session()`, `s: Session`, `self.s = …`), and (Go, Java) the files of
-the same package. A name with several candidate definitions is reported with all of them,
-marked ambiguous; nothing is guessed.
+(`s = Session()`, `new Session()`, `s: Session`, `self.s = …`, or `s = make()` where `make`
+declares `-> Session`), and (Go, Java) the files of the same package. A name with several
+candidate definitions is reported with all of them, marked ambiguous; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import functools
 import posixpath
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
 from codeqa.retrieval.errors import UnknownSymbol
@@ -321,14 +321,8 @@ class Graph:
         """`method` of the class the call's object was bound to: class `receiver`, or the
         class function `receiver` declares it returns (`def make() -> Session`); none when
         the function declares no class (what it returns is not inferred from its body)."""
-        parts = receiver.split(".")
-        if parts[0] == "self":  # `s = self.make()`
-            owner = self._context(call.path).enclosing_class(call.caller)
-            if owner is None or len(parts) != 2:
-                return []
-            bound = self._method(call.path, owner, parts[1], MAX_HOPS)
-        else:
-            bound = self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
+        # The receiver's name resolves as a call to it would (`self.make` as a method).
+        bound = self._resolve(replace(call, callee=receiver, receiver=None))
         found: list[Definition] = []
         for named in bound:
             if named.kind != KIND_CLASS and named.returns is not None:

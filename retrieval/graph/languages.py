@@ -27,8 +27,8 @@ class GraphSpec:
     # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m.
     variable_declarators: frozenset[str] = _fs()
     # Python, JS/TS: what binds a name, to a class (`s = Session()`, `s = new Session()`,
-    # `s: Session`) or to something unknown (`for s in …`), so that `s.send()` can be
-    # followed to Session.send, or not.
+    # `s: Session`), to a function's result (`s = make()`) or to something unknown (`for s
+    # in …`), so that `s.send()` can be followed to Session.send, or not.
     bindings: frozenset[str] = _fs()
 
 
