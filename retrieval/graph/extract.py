@@ -353,7 +353,7 @@ class _Walker:
             return
         bound = _annotation(node.child_by_field_name(type_field))
         if bound is None and right is not None:
-            bound = self._own(_constructed(right))
+            bound = self._made_by(right)
         self._record(key, bound, at)
 
     def _wanted(self, scope: str | None, name: str) -> tuple[str | None, str] | None:
@@ -371,10 +371,17 @@ class _Walker:
         else:
             self.bound.setdefault(key, []).append((at, bound))
 
-    def _own(self, name: str | None) -> str | None:
-        """`self.make` for `this.make` (or `cls.make`): one spelling, as calls have."""
-        head, dot, rest = (name or "").partition(".")
-        return f"self.{rest}" if dot and head in self.spec.self_names else name
+    def _own(self, name: str, receiver: str | None = None) -> str:
+        """One spelling for `self.`, `this.`, `cls.`, `Self::` and a Go `receiver`: `self.`."""
+        head, dot, rest = name.partition(".")
+        if dot and (head == receiver or head in self.spec.self_names):
+            return f"self.{rest}"
+        return name
+
+    def _made_by(self, value: Node) -> str | None:
+        """`_constructed`, with `this.make()` spelled `self.make`, as calls are."""
+        name = _constructed(value)
+        return self._own(name) if name else None
 
     def _class_of(self, qualname: str | None) -> str | None:
         """The innermost class enclosing the definition `qualname`."""
@@ -395,7 +402,7 @@ class _Walker:
             return None
         if parts[0] == "?":  # `Session().send()`, `new Session().send()`
             inner = callee_node.child_by_field_name("object") if callee_node else None
-            return self._own(_constructed(inner)) if inner is not None else None
+            return self._made_by(inner) if inner is not None else None
         if parts[0] != "self" and callee_node is not None:
             self.local_calls.append(
                 (len(self.facts.calls), caller, parts[0], callee_node.start_byte)
@@ -424,9 +431,7 @@ class _Walker:
                 callee = _strip_generics(_text(callee_node))
         if not callee or len(callee) > MAX_CALLEE_CHARS:
             return
-        head, dot, rest = callee.partition(".")
-        if dot and (head == receiver or head in self.spec.self_names):
-            callee = f"self.{rest}"  # one spelling for `self.`, `this.`, a Go receiver, `Self::`
+        callee = self._own(callee, receiver)
         bound = None
         if self.spec.bindings and node.type not in _CONSTRUCTIONS_OF_NEW:
             bound = self._receiver(callee, callee_node, caller)
