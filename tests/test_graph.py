@@ -77,6 +77,11 @@ def _callers(graph: Graph, symbol: str) -> set[tuple[str, str | None, str]]:
     }
 
 
+def _referencing(graph: Graph, symbol: str) -> set[str]:
+    """The definitions holding a reference to `symbol`'s name, resolved or not."""
+    return {r.context.qualname for r in graph.references(symbol) if r.context}
+
+
 def test_python_calls_resolve_through_aliased_imports(graph):
     assert _callers(graph, "pricing.total") == {("python/shop/cart.py", "Cart.checkout", RESOLVED)}
     assert _callers(graph, "tax.rate") == {("python/shop/cart.py", "Cart.checkout", RESOLVED)}
@@ -273,7 +278,7 @@ def test_a_method_called_on_a_name_bound_to_one_class_resolves_to_that_class(tmp
     with _graph_of(tmp_path, files) as graph:
         callers = _callers(graph, "Session.send")
         other = _callers(graph, "Other.send")
-        unresolved = {r.context.qualname for r in graph.references("Other.send") if r.context}
+        unresolved = _referencing(graph, "Other.send")
 
     assert callers == {
         ("app.py", caller, RESOLVED)
@@ -305,7 +310,7 @@ def test_a_typescript_method_called_on_a_name_bound_to_one_class_resolves_to_it(
     with _graph_of(tmp_path, files) as graph:
         session = _callers(graph, "Session.send")
         other = _callers(graph, "Other.send")
-        unresolved = {r.context.qualname for r in graph.references("Session.send") if r.context}
+        unresolved = _referencing(graph, "Session.send")
 
     assert session == {
         ("app.ts", caller, RESOLVED) for caller in ("assigned", "annotated", "chained", "Client.go")
@@ -347,7 +352,7 @@ def test_a_method_called_on_what_a_function_declares_it_returns_resolves_to_that
     }
     with _graph_of(tmp_path, files) as graph:
         callers = _callers(graph, "Session.send")
-        unresolved = {r.context.qualname for r in graph.references("Session.send") if r.context}
+        unresolved = _referencing(graph, "Session.send")
 
     assert callers == {
         ("app.py", "assigned", RESOLVED),
