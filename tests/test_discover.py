@@ -632,7 +632,7 @@ def test_invalid_patterns_of_nested_and_extra_ignores_name_their_source(tmp_path
     ]
 
 
-def test_pathological_star_patterns_over_long_names_finish_in_under_a_second(
+def test_pathological_star_patterns_over_long_names_finish_without_backtracking(
     tmp_path: Path,
 ) -> None:
     name = "a" * 250  # the longest a file system allows is 255
@@ -648,7 +648,9 @@ def test_pathological_star_patterns_over_long_names_finish_in_under_a_second(
     )
     started = time.perf_counter()
     found = indexed(tmp_path)
-    assert time.perf_counter() - started < 1.0
+    # ~0.1 s when matching is linear; backtracking over these names takes minutes, so the
+    # bound leaves a loaded machine all the room it needs.
+    assert time.perf_counter() - started < 10.0
     assert set(found) == {".gitignore", "b" * 250}
 
 
