@@ -453,7 +453,7 @@ class _Walk:
         self, name: str, rel: str, folder: _Folder, real: str | None
     ) -> SkippedFile | None:
         """Why the file is skipped by its path, and (given `real`) by its target's path."""
-        reason = self._skip_file_reason(name, rel, folder.rules, real)
+        reason = self._skip_file_reason(name, rel, folder.rules)
         if reason is None and not self.options.include_generated:
             reason = generated_by_path(rel, folder.attributes, self.root, folder.names)
         if reason is None and real is not None and self._reached_by_another_name(rel, real):
@@ -620,13 +620,10 @@ class _Walk:
             reason = self._target_skip(real, is_dir=True)
         return SkippedFile(rel + "/", reason) if reason is not None else None
 
-    def _skip_file_reason(
-        self, name: str, rel: str, rules: IgnoreRules, real: str | None
-    ) -> SkipReason | None:
-        if not self.options.include_secrets and (
-            _is_secret_name(name) or (real is not None and _is_secret_name(os.path.basename(real)))
-        ):
-            return SkipReason.SECRET  # a link to .env is as secret as .env
+    def _skip_file_reason(self, name: str, rel: str, rules: IgnoreRules) -> SkipReason | None:
+        # A link to .env is as secret as .env: _skip_by_path judges a link's target too.
+        if not self.options.include_secrets and _is_secret_name(name):
+            return SkipReason.SECRET
         if _is_lock_file(name):
             return SkipReason.LOCK_FILE
         if not self.options.include_data_files and name.lower().endswith(DATA_FILE_SUFFIXES):
