@@ -569,6 +569,9 @@ def ignored_targets_and_links(repo: Path) -> dict[str, str]:
             "src/mine.py": "MINE = 'info-exclude'\n",
             "src/app.py": "def app(): return 1\n",
             "node_modules/pkg/index.js": "module.exports = 'node-modules'\n",
+            "pkg/.gitignore": "token_cache.py\n",
+            "pkg/sub/token_cache.py": "TOKEN = 'pkg-token-cache'\n",
+            "pkg/sub/api.py": "def api(): return 2\n",
         },
     )
     (repo / ".git" / "info" / "exclude").write_text("src/mine.py\n")
@@ -595,10 +598,11 @@ def test_a_symlink_is_judged_by_its_targets_path_too(tmp_path: Path) -> None:
     links = ignored_targets_and_links(tmp_path)
     (tmp_path / "app_link.py").symlink_to("src/app.py")  # a link to committed code is fine
     (tmp_path / "conf").symlink_to("config")  # so is a folder link, minus what git ignores
+    (tmp_path / "api").symlink_to("pkg/sub")  # ignored by pkg/.gitignore, above the target
     found = indexed(tmp_path)
     assert set(found) == {
         ".gitignore", "config/.gitignore", "config/base.py", "src/app.py", "app_link.py",
-        "conf/.gitignore", "conf/base.py",
+        "conf/.gitignore", "conf/base.py", "pkg/.gitignore", "pkg/sub/api.py", "api/api.py",
     }  # fmt: skip
     reasons = skipped(tmp_path)
     for link in links:
@@ -606,6 +610,7 @@ def test_a_symlink_is_judged_by_its_targets_path_too(tmp_path: Path) -> None:
         assert reasons.get(rel) is SkipReason.IGNORED, link
     # `/config/keys.py` names the real path only: conf/keys.py is judged by it all the same.
     assert reasons.get("conf/keys.py") is SkipReason.IGNORED
+    assert reasons.get("api/token_cache.py") is SkipReason.IGNORED
 
 
 def test_reading_through_a_symlink_never_reaches_an_ignored_file(tmp_path: Path) -> None:

@@ -98,7 +98,9 @@ ALWAYS_SKIPPED_DIR_SUFFIXES = (".egg-info",)  # setuptools metadata: `<project>.
 
 # A folder holding one of these is an environment or a cache, whatever its name: pyvenv.cfg
 # marks every virtualenv (`venv/`, `env/`, `.env3/`), conda-meta every conda env, and
-# CACHEDIR.TAG (bford.org/cachedir) is written by cargo into target/ and by other tools.
+# CACHEDIR.TAG (bford.org/cachedir) is written by cargo into target/, by other tools and
+# by codeqa into every index folder. Its name alone counts (the standard also asks for a
+# signature line): a repository can hide only its own files with it.
 SKIP_DIR_MARKERS = frozenset({"pyvenv.cfg", "conda-meta", "CACHEDIR.TAG"})
 # `vendor/` is only skipped when a package manager owns it: Go modules or Composer.
 VENDOR_DIR_MARKERS = frozenset({"modules.txt", "autoload.php"})
