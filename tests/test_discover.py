@@ -659,6 +659,14 @@ def test_a_fifo_is_skipped_without_blocking(tmp_path: Path) -> None:
     assert skipped(tmp_path) == {"pipe": SkipReason.UNREADABLE}
 
 
+def test_an_ignore_file_that_is_a_fifo_gives_no_rules_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / ".gitignore").symlink_to("pipe")
+    (tmp_path / ".codeqaignore").symlink_to("pipe")
+    make_tree(tmp_path, {"a.py": "x\n"})
+    assert "a.py" in indexed(tmp_path)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
 def test_unreadable_file_and_folder_are_reported_not_fatal(tmp_path: Path) -> None:
     make_tree(tmp_path, {"locked.py": "x\n", "closed/a.py": "x\n", "open.py": "x\n"})
