@@ -6,7 +6,7 @@ Building and updating it is `indexing.py`'s job.
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from functools import partial
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from codeqa.retrieval.indexing import (
     model_loading,
     open_store,
     resolve_repo,
+    tag_as_cache,
 )
 from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import (
@@ -265,6 +266,10 @@ def open_index(
     )
     if embedder is not None and embedder.name != manifest.embedder_name:
         embedder = None
+    # An index made before indexes were tagged gets its tag here, so that discovery skips
+    # it from now on; a read-only one is searched all the same.
+    with suppress(OSError):
+        tag_as_cache(directory)
     return Index(root, directory, manifest, settings, embedder, load_model=load_model)
 
 
