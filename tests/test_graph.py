@@ -624,6 +624,10 @@ def test_rust_super_crate_and_grouped_uses_and_path_qualified_calls_resolve(grap
     assert _callers(graph, "deep") == {("rust/src/validators/checks.rs", "check", RESOLVED)}
     imports = {(i.module, i.name, i.alias) for i in _facts("rust/src/validators/checks.rs").imports}
     assert ("crate.validators.nested", "deep", "d") in imports
+    # `mod validators;` binds the child module, as `validators::build_validator(0)` uses it.
+    assert Import("rust/src/lib.rs", "self", "validators", "validators", 2) in set(
+        _facts("rust/src/lib.rs").imports
+    )
 
 
 def test_a_rust_symbol_may_be_spelled_with_double_colons(graph):

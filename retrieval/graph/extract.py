@@ -489,6 +489,11 @@ class _Walker:
             path = _text(node.child_by_field_name("path")).strip('"`')
             alias = _text(node.child_by_field_name("name")) or path.rsplit("/", 1)[-1]
             self._add_import(path, None, alias, line)
+        elif language == "rust" and node.type == "mod_item":
+            # `mod a;` binds a, the child module in a.rs or a/mod.rs; `mod a { … }` is inline.
+            if node.child_by_field_name("body") is None:
+                name = _text(node.child_by_field_name("name"))
+                self._add_import("self", name, name, line)
         elif language == "rust":
             argument = node.child_by_field_name("argument")
             if argument is not None:

@@ -331,7 +331,7 @@ class Graph:
             return self._bound_method(call, call.receiver, parts[-1])
         if parts[0] == "?":
             return []  # `f().g()`, `super().g()`: the object's type is unknown here
-        if parts[0] == "self" and not (len(parts) > 2 and self._language(call.path) == "rust"):
+        if parts[0] == "self":
             owner = self._context(call.path).enclosing_class(call.caller)
             if owner is None or len(parts) != 2:
                 return []
@@ -374,10 +374,8 @@ class Graph:
                 for imported in imports:
                     found.extend(self._through_import(path, imported, parts[end:], hops))
                 return found
-        if context.language == "rust" and len(parts) > 1:
-            found = self._rust_path(path, parts, hops)
-            if found:
-                return found
+        if context.language == "rust" and parts[0] in ("crate", "super") and len(parts) > 1:
+            return self._rust_path(path, parts, hops)
         found = []
         for imported in context.star_imports:
             files = self._module_files(path, context.language, imported.module)
@@ -427,12 +425,11 @@ class Graph:
         return found
 
     def _rust_path(self, path: str, parts: list[str], hops: int) -> list[Definition]:
-        """A path-qualified name: `crate::a::f`, `super::f`, `self::a::f`, or `a::b::f` for
-        a module `a` declared in this one (`mod a;`): the longest module prefix with files."""
-        relative = parts[0] in _RUST_RELATIVE
+        """A path-qualified name, `crate::a::f()` or `super::f()`: `f` in the longest module
+        prefix with files. (`a::f()` for a child module follows its `mod a;`, an import;
+        `self::` is left alone, spelled as `self.` method calls are.)"""
         for end in range(len(parts) - 1, 0, -1):
-            module = ".".join(parts[:end] if relative else ["self", *parts[:end]])
-            files = self._module_files(path, "rust", module)
+            files = self._module_files(path, "rust", ".".join(parts[:end]))
             if files:
                 return self._lookup(files, parts[end:], hops)
         return []
