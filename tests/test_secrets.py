@@ -301,9 +301,16 @@ def generated_password(n: int) -> str:
         "Server=tcp:db.corp;Database=orders;User ID=app;Password={};\n",
         '{{"cells": [{{"source": ["SMTP_PASSWORD = \\"{}\\"\\n"]}}]}}\n',
         '{{"outputs": [{{"text": ["secret={}\\n"]}}]}}\n',
+        "        - name: DB_PASSWORD\n          value: {}\n",
+        '<add key="SmtpPassword" value="{}" />\n',
+        "jdbc:postgresql://db:5432/app?user=app&password={}\n",
+        "PGPASSWORD={} psql -h db -U app\n",
+        '$config["db_password"] = "{}";\n',
     ],
     ids=["kotlin", "terraform", "yaml-unquoted", "properties", "shell-export", "compose",
-         "maven-xml", "php-define", "ado-connection-string", "notebook-cell", "notebook-output"],
+         "maven-xml", "php-define", "ado-connection-string", "notebook-cell", "notebook-output",
+         "kubernetes-env-pair", "dotnet-app-setting", "jdbc-query", "shell-inline-env",
+         "php-array"],
 )  # fmt: skip
 def test_a_short_credential_assigned_to_a_credential_name_is_redacted_in_any_syntax(
     template: str,
@@ -335,6 +342,7 @@ def test_hex_tokens_assigned_to_a_credential_name_are_redacted_whatever_their_en
         'secret_store_path = "/etc/app/secrets.d/2024-rotation"',
         'password_reset_template = "registration/password_reset_email.html"',
         'TOKEN_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"',
+        '"password": "pbkdf2_sha256$150000$Wc2BrEzMAZbd$Kq7kC4Txw1Ra2oFQv9bE0wM2Qm8cHhQk8rkR2o="',
     ],
 )
 def test_ordinary_values_under_credential_like_names_are_left_alone(line: str) -> None:

@@ -63,7 +63,7 @@ MIN_KEY_LINE_ENTROPY = 4.5  # a 64-character base64 line carries ~5.6; a long pa
 # `MIIBIjANBg…`), so a key is found even when its BEGIN line is split, dropped or far away.
 _KEY_BODY = re.compile(
     r"(?:MII[A-Za-z0-9+/]{3}IBA(?:AK|DA)|MIG[A-Za-z0-9+/]AgE[AB][MB]|MC4CAQAw"
-    r"|MHcCAQEE|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/]{24}"
+    r"|MHcCAQEE|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/]{12}"  # also a body split into short literals
 )
 # needle, and where _KEY_BODY starts before it: `MI…` opens every long-form SEQUENCE.
 _KEY_BODY_NEEDLES = (("MI", 0), ("CAQ", 2), ("b3BlbnNzaC1r", 0))
@@ -237,14 +237,21 @@ NAME_WORDS_OF_OTHER_THINGS = frozenset({
     "placeholder", "help", "text", "title", "description", "link", "param", "parameter",
     "kind", "mode", "style", "required", "enabled", "public", "cost", "price", "next",
     "continuation", "pagination", "page", "change", "request", "idempotency", "csrf",
+    "encoding", "model", "charset", "locale", "language", "lang",
 })  # fmt: skip
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _ASSIGNED_VALUE = re.compile(
-    r"""[A-Za-z0-9_.-]*(?:\\?["'])?"""  # the rest of the name, a quote closing it
+    r"""[A-Za-z0-9_.-]*(?:\\?["']\]?)?"""  # the rest of the name, a quote (and `]`) closing it
     r"""(?:>(?P<xml>[^<>\s]{1,200})</"""  # an XML element: <password>…</password>
+    # a name/value pair: Kubernetes `- name: DB_PASSWORD` + `value: …`, JSON
+    # `{"name": "token", "value": "…"}`, .NET `<add key="ApiKey" value="…"/>`
+    r"""|[ \t]*,?\s{0,40}?\\?["']?value\\?["']?[ \t]*[:=][ \t]*"""
+    r"""(?:(?P<q3>\\?["'])(?P<paired>[^"'`\s\\]{1,200})(?P=q3)"""
+    r"""|(?P<paired_bare>[^\s"'`;,<>(){}\[\]\\]{1,200})$)"""
     r"""|(?<=["'])[ \t]*,[ \t]*"""  # a call's next argument: define('DB_PASSWORD', '…')
     r"""[rbuRBU]{0,2}(?P<q2>\\?["'])(?P<argument>[^"'`\s\\]{1,200})(?P=q2)"""
+    r"""|=(?P<inline>[^\s"'`;,<>(){}\[\]\\]{1,200})(?=[ \t]+\S)"""  # `PGPASSWORD=… psql`
     r"""|[ \t]*(?::=|=>|=|:)[ \t]*"""  # `=`, `:`, `:=`, `=>`
     r"""(?:[rbuRBU]{0,2}(?P<quote>\\?["'])(?P<quoted>[^"'`\s\\]{1,200})(?P=quote)"""
     r"""|(?P<bare>[^\s"'`;,<>(){}\[\]\\]{1,200})(?=[ \t]*(?:$|[;,#"'<]|\\[nr]))))""",
@@ -253,7 +260,7 @@ _ASSIGNED_VALUE = re.compile(
 
 
 _NAME_WORDS_IN_VALUES = tuple(word for word in SECRET_NAME_WORDS if len(word) >= 5)
-_VALUE_GROUPS = ("quoted", "bare", "argument", "xml")
+_VALUE_GROUPS = ("quoted", "bare", "inline", "argument", "xml", "paired", "paired_bare")
 
 
 def _named_spans(text: str, lowered: str) -> list[tuple[int, int]]:
@@ -282,7 +289,9 @@ def _add_assigned(text: str, start: int, end: int, spans: list[tuple[int, int]])
         return
     group = next(g for g in _VALUE_GROUPS if found.group(g) is not None)
     value = found.group(group)
-    if group == "bare" and (_REFERENCE.fullmatch(value) or not _starts_setting(text, start)):
+    if group in ("bare", "inline") and (
+        _REFERENCE.fullmatch(value) or not _starts_setting(text, start)
+    ):
         return  # in code an unquoted value is an expression: `key = jinja2.pass_context`
     if _looks_like_credential(value):
         spans.append(found.span(group))
@@ -292,7 +301,7 @@ def _add_assigned(text: str, start: int, end: int, spans: list[tuple[int, int]])
 # .properties, .ini), after `export`/`set`/`ENV`/`ARG` or a YAML list's `- `, or opens an item
 # of a connection or query string (`;Password=…`, `&token=…`), or a JSON string (a notebook).
 _SETTING_OPENERS = ("", "-", "export", "set", "env", "arg", "setx", "declare -x", "readonly")
-_ITEM_OPENERS = ('"', "'", ";", "&", "?")
+_ITEM_OPENERS = ('"', "'", ";", "&", "?", ":")  # `//registry/:_authToken=…` too
 _REFERENCE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")  # `settings.SECRET_KEY`
 
 
@@ -332,15 +341,18 @@ MIN_CREDENTIAL_LENGTH = 8  # "hunter2" (7) is a word; a generated password has 1
 MIN_CREDENTIAL_ENTROPY = 2.8  # bits per character: "aaaa1111" 1.0, a 12-character password ~3.4
 # Placeholders people write where a secret goes: never redacted.
 _PLACEHOLDER = re.compile(
-    r"(?i)change.?me|example|your|dummy|placeholder|fake|sample|test|redacted|replace|xxxx|\*\*\*\*|\.\.\.|…"
+    r"(?i)change.?me|example|your|dummy|placeholder|fake|sample|test|redacted|replace|xxxx"
+    r"|\*\*\*\*|\.\.\.|…"
 )
-_TEMPLATE = re.compile(
-    r"[<>{}]|\$\(|%\(|^[$%@&*!]|%s"
-)  # ${X} {{x}} <x> $(cmd) %(x)s $X %X% @x *alias
+# ${X} {{x}} <x> $(cmd) %(x)s $X %X% @x *alias, and `=…` (an expression's tail)
+_TEMPLATE = re.compile(r"[<>{}]|\$\(|%\(|^[$%@&*!=]|%s")
 _NUMBER = re.compile(
     r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?|\d{4}-\d\d-\d\d(?:[T ][\d:.]+Z?)?"
-)  # and dates
+)  # or a date
 _COMPARISON = re.compile(r"!==?|===")  # JavaScript's; a password may hold `==`
+_PASSWORD_HASH = re.compile(
+    r"(?:pbkdf2_sha\d+|argon2|bcrypt(?:_sha256)?|scrypt|sha1|md5|crypt)\$|\$(?:2[abxy]?|[156]|argon2i?d?|scrypt|y)\$"
+)
 _DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){2,}")
 _PIECES = re.compile(r"[A-Za-z0-9]+")
 _WORD_SEPARATORS = frozenset("._-/:+")
@@ -358,6 +370,8 @@ def _looks_like_credential(value: str) -> bool:
         return False
     if "://" in value or _DOTTED_NAME.fullmatch(value) or _NUMBER.fullmatch(value):
         return False
+    if _PASSWORD_HASH.match(value):
+        return False  # a stored hash (a fixture's user), not the password
     if (
         ("(" in value and ")" in value)
         or ("[" in value and "]" in value)
