@@ -278,6 +278,25 @@ def test_a_url_or_connection_string_loses_its_password_and_keeps_the_rest() -> N
     ]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://user:pass@host/db",  # a word, in a database's settings
+        "postgresql+psycopg://app:correcthorse@db.example.com:5432/app",  # a documentation host
+        "mongodb+srv://svc:{}@cluster0.mongodb.net/prod",
+        "jdbc:mysql://report:{}@10.0.0.7:3306/sales",
+        "redis://:{}@cache.internal:6379/0",
+    ],
+)
+def test_a_database_url_loses_its_password_even_when_it_is_a_word(url: str) -> None:
+    password = "".join(random.Random(url).choices(ALNUM, k=11))  # the shared RNG's sequence stays
+    text = f'DATABASE_URL = "{url.format(password)}"\n'
+    redacted = redact(text, scan_secrets(text).spans)
+    user_part, _, rest = text.partition("://")[2].partition("@")
+    assert redacted == text.replace(user_part.partition(":")[2] + "@", REDACTED + "@", 1)
+    assert rest.split("/")[0] in redacted
+
+
 def generated_password(n: int) -> str:
     """A password as a generator makes one: letters of both cases, digits, symbols."""
     while True:

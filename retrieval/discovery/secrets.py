@@ -176,27 +176,44 @@ _URL_PASSWORD = re.compile(
 _EXAMPLE_HOST = re.compile(r"(?i)(?:^|\.)example(?:\.(?:com|org|net))?$|\.(?:test|invalid)$")
 
 
+# Schemes of databases, queues and mail servers: their URLs are connection settings, where a
+# password is a credential even when it is a word or the host a documentation one. Web URLs
+# (`http://user:pass@host`) are what tests and docs are full of (requests' hold 20).
+_SERVICE_SCHEMES = frozenset(
+    "postgres postgresql mysql mariadb mongodb redis rediss amqp amqps mssql "
+    "sqlserver oracle cockroachdb clickhouse couchdb cassandra neo4j nats kafka ldap ldaps smtp "
+    "smtps imap imaps sftp".split()
+)
+_SCHEME_TAIL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*$")
+
+
 def _url_password_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     at = text.find("://")
     while at >= 0:
         found = _URL_PASSWORD.match(text, at + 3)
         if found is not None:
-            if not _EXAMPLE_HOST.search(found.group("host")) and _url_password_is_credential(
-                found.group("password"), found.group("user")
+            scheme = _SCHEME_TAIL.search(text, max(0, at - 40), at)
+            # `mssql+pyodbc://`, `mongodb+srv://`: the base scheme names the service.
+            base = scheme.group().lower().partition("+")[0] if scheme is not None else ""
+            service = base in _SERVICE_SCHEMES
+            if _url_password_is_credential(
+                found.group("password"), found.group("user"), found.group("host"), service
             ):
                 spans.append(found.span("password"))
         at = text.find("://", at + 3)
     return spans
 
 
-def _url_password_is_credential(password: str, user: str) -> bool:
-    """A URL's password is one unless it is a template, the user name again (`guest:guest`)
-    or a word (`user:pass`, `postgres:postgres`, `u:p`): tests are full of those (requests'
-    hold 20), and a word cannot be told from a fixture."""
+def _url_password_is_credential(password: str, user: str, host: str, service: bool) -> bool:
+    """A URL's password is one unless it is a template, the user name again (`guest:guest`),
+    or, in a web URL, a word (`user:pass`, `u:p`) or at a documentation host: a word cannot be
+    told from a fixture there."""
     if password == user or _is_template(password) or _PLACEHOLDER.search(password):
         return False
-    return not _PERCENT_ESCAPE.sub("", password).isalpha()
+    if service:
+        return True
+    return not _EXAMPLE_HOST.search(host) and not _PERCENT_ESCAPE.sub("", password).isalpha()
 
 
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
