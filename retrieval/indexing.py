@@ -17,9 +17,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits, chunk_file
@@ -48,6 +49,7 @@ from codeqa.retrieval.errors import (
     ConfigError,
     IndexBusy,
     IndexNotFound,
+    IndexNotWritable,
     RepoNotFound,
     cannot_write,
 )
@@ -145,11 +147,7 @@ def open_store(settings: IndexSettings, directory: Path, dim: int) -> Store:
 @contextmanager
 def index_lock(directory: Path) -> Iterator[None]:
     """One indexer per index at a time; a second one says so instead of corrupting it."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        handle = open(directory / LOCK_NAME, "a+")  # noqa: SIM115 - closed below
-    except OSError as error:
-        raise cannot_write(directory, error) from None
+    handle = _open_lock(directory)
     with handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -161,6 +159,23 @@ def index_lock(directory: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _open_lock(directory: Path) -> IO[str]:
+    """The lock file, opened to write; in a folder that cannot be written, opened to read.
+
+    A read-only handle still takes the lock (flock needs no write access), so a reader of a
+    read-only index (a read-only mount, a folder it may not write) can check that nothing
+    changed while no writer on the other side of the mount works on it.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return open(directory / LOCK_NAME, "a+")  # noqa: SIM115 - closed by the caller
+    except OSError as error:
+        try:
+            return open(directory / LOCK_NAME, encoding="utf-8")  # noqa: SIM115
+        except OSError:
+            raise cannot_write(directory, error) from None
 
 
 def _require_codeqa_folder(directory: Path, action: str = "rebuild in") -> None:
@@ -259,7 +274,8 @@ def build_index(
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run.
             if manifest.stamps != stamps_before:  # files read this time: skip them next time
-                manifest.save(directory)
+                with suppress(IndexNotWritable):  # stamps only save reading: a read-only
+                    manifest.save(directory)  # index is current without them
             report.chunks_total = manifest.complete_chunks
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
             return report
