@@ -205,13 +205,17 @@ def _fresh_index(repo: Path, settings, *, load_model: bool):
     are not waited for (`embed=False`): keyword search is ready within seconds, and
     embedding a new repository takes minutes (django: 150-290 s).
     """
+    from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import refresh_for_keywords
+    from codeqa.retrieval.indexing import IndexReport, refresh_for_keywords
     from codeqa.tui.cli.progress import ProgressPrinter
 
     printer = ProgressPrinter(quiet_scan=True)
+    report: IndexReport | IndexNotWritable | None
     try:
         report = refresh_for_keywords(repo, settings, printer)
+    except IndexNotWritable as error:  # answered from the index as it is, if there is one
+        report = error
     finally:
         printer.close()
     say_refreshed(report, "answering from it")

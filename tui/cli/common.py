@@ -12,6 +12,7 @@ from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
 
 if TYPE_CHECKING:
     from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.retrieval.index import Index
     from codeqa.retrieval.indexing import IndexReport
 
@@ -92,14 +93,18 @@ def open_fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -
     Unlike `codeqa ask` it never creates an index: with none, open_index says how to
     build one. On an unchanged repository the check is one scan of the files.
     """
+    from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.retrieval.index import open_index
     from codeqa.retrieval.indexing import refresh_for_keywords
 
     # Raises IndexNotFound before anything is written.
     index = open_index(repo, settings, load_model=load_model)
+    report: IndexReport | IndexNotWritable | None
     try:
         # No progress bar: the command prints its results, plus one line if the index changed.
         report = refresh_for_keywords(repo, settings)
+    except IndexNotWritable as error:
+        report = error
     except BaseException:
         index.close()
         raise
@@ -109,11 +114,19 @@ def open_fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -
     return index
 
 
-def say_refreshed(report: IndexReport | None, use: str) -> bool:
+def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bool:
     """One stderr line on a keyword-first refresh (None: another process held the index,
-    which is then used as it is, `use` saying how); whether the index changed."""
+    which is then used as it is, `use` saying how); whether the index changed.
+
+    An index that could not be written (a read-only mount, a full disk) is used as it is
+    too: the failed write left it as it was, and reads refuse the files changed since.
+    """
+    from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.tui.cli.progress import update_line
 
+    if isinstance(report, IndexNotWritable):
+        print(f"codeqa: note: {report}; {use} as it is", file=sys.stderr)
+        return False
     if report is None:
         print(
             f"codeqa: note: another codeqa process is updating this index; {use} as it is",
