@@ -8,6 +8,7 @@ restarts, its binary) is here.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import socket
@@ -36,6 +37,7 @@ from codeqa.retrieval.stores.weaviate_server import (
     parse_server_url,
     resolve_target,
 )
+from conftest import JSON_FILES
 from weaviate_backend import weaviate_binary
 
 WEAVIATE_CLASS_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
@@ -251,3 +253,22 @@ def test_rows_keep_every_chunk_field_and_the_code_tokens_for_bm25():
     assert "symbol" not in props and "language" not in props  # absent, never null
     assert {"get", "http", "response", "gethttpresponse"} <= set(props["keywords"].split())
     assert _chunk(props) == chunk
+
+
+@pytest.mark.slow
+def test_store_weaviate_without_a_url_indexes_and_searches_embedded_in_the_index_folder(
+    small_repo: Path, index_dir: Path, monkeypatch, capsys
+):
+    from codeqa.tui.cli import main
+
+    monkeypatch.setenv(BINARY_DIR_ENV, str(weaviate_binary().parent))
+    monkeypatch.delenv("CODEQA_WEAVIATE_URL", raising=False)
+    where = ["--index-dir", str(index_dir), "--store", "weaviate"]
+    assert main(["index", str(small_repo), *where]) == 0
+    assert os.listdir(index_dir / STORE_FOLDER / EMBEDDED_DATA_FOLDER)
+    capsys.readouterr()
+    query = ["search", "where is a JSON string scanned", "--repo", str(small_repo), "--json"]
+    assert main([*query, "--limit", "3", *where]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits and {hit["path"] for hit in hits} <= {f"json/{name}" for name in JSON_FILES}
+    assert hits[0]["path"] in {"json/decoder.py", "json/scanner.py"}
