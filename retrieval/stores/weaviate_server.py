@@ -62,7 +62,7 @@ BINARY_DOWNLOAD_HOST = ("github.com", 443)  # where weaviate-client fetches the 
 # embeds 1.40.2, but the Go module proxy refuses weaviate 1.39.8 onwards, and weaviate 1.39.4
 # onwards needs github.com/weaviate/sroar v0.0.17+, which it refuses too: up to 1.39.3,
 # `go install` builds from the proxy alone. The client supports servers >= 1.27.
-SERVER_VERSION = "1.39.0"
+SERVER_VERSION = "1.39.3"
 SERVER_PACKAGE = "github.com/weaviate/weaviate/cmd/weaviate-server"
 INSTALL_COMMAND = "codeqa install-weaviate"  # tui/cli/install_weaviate.py
 BUILD_LOCK_NAME = ".codeqa-build.lock"  # in the binary folder: one build at a time
