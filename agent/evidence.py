@@ -37,7 +37,10 @@ class Excerpt:
 
     @property
     def label(self) -> str:
-        return f"{self.path}:{self.start_line}-{self.end_line}"
+        # One line whatever the file is called: a name holding a line break must not
+        # end the label and start text of its own in the prompt.
+        path = " ".join(self.path.splitlines())
+        return f"{path}:{self.start_line}-{self.end_line}"
 
     def numbered(self) -> str:
         """The text with each line prefixed by its line number, as the model sees it."""

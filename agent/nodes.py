@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from codeqa.agent.answer import Usage
 from codeqa.agent.citations import verify_citations
 from codeqa.agent.evidence import TokenCounter, build_evidence
+from codeqa.agent.links import defang_links, links_note
 from codeqa.agent.llm import LLMClient, TokenCallback
 from codeqa.agent.offline import offline_draft
 from codeqa.agent.planner import key_phrase, plan_offline, plan_with_model
@@ -168,7 +169,9 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         lambda path: _line_count(context.tools, path),
         str(context.tools.repo_root),
     )
-    text = checked.text.strip() or "The model returned an empty answer."
+    # Before any interface sees it: a link or image could send data to its address.
+    linked = defang_links(checked.text)
+    text = linked.text.strip() or "The model returned an empty answer."
     notes = (
         state.get("plan_notes", [])
         + state.get("notes", [])
@@ -180,6 +183,10 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
             f"\n\n_Citation check: {checked.repaired} corrected, {checked.removed} removed "
             "(they pointed outside the code shown)._"
         )
+    links = links_note(linked)
+    if links is not None:
+        notes.append(links)
+        text += f"\n\n_{links}_"
     if state.get("cancelled"):
         notes.append("Stopped before the answer was complete.")
         text += "\n\n_(stopped)_"

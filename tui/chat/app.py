@@ -50,12 +50,14 @@ from codeqa.tui.chat.workers import (
     update_index,
 )
 from codeqa.tui.settings import Settings
+from codeqa.tui.terminal_text import visible
 from textual import work
 from textual.app import App
 from textual.binding import Binding
 
 if TYPE_CHECKING:
     from codeqa.agent import Assistant
+    from textual.notifications import SeverityLevel
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,24 @@ class CodeqaApp(App[None]):
                 index.close()
             except Exception:  # closing must never turn a clean quit into a traceback
                 pass
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notice of the chat, screens' too: plain text with its controls made visible.
+
+        Notices carry file names, error text and the model's notes: `[link=…]` in one is
+        the repository's text, never markup, whatever the caller passed.
+        """
+        super().notify(
+            visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False
+        )
 
     @property
     def answering(self) -> bool:

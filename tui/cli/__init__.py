@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TextIO, cast
 
 from codeqa.retrieval.offline import prepare_offline_environment
+from codeqa.tui.terminal_text import VisibleStream
 
 # Each command group lives in its own module exposing `register(subparsers)`.
 # Imported lazily by name so `codeqa search` does not pay for litellm or Textual.
@@ -40,6 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv`; everything it prints has its control characters made visible.
+
+    Results, answers and error lines carry repository and model text, which may hold
+    terminal escapes; stdout and stderr are wrapped for the whole run (tui/terminal_text.py).
+    """
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, VisibleStream(stdout))
+    sys.stderr = cast(TextIO, VisibleStream(stderr))
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _run(argv: Sequence[str] | None) -> int:
     prepare_offline_environment()
     from codeqa.retrieval.errors import Cancelled, CodeqaError
 

@@ -96,6 +96,5 @@ def _as_json(chunk: Chunk) -> str:
             "signature": chunk.signature,
             "header": chunk.header,
             "text": chunk.text,
-        },
-        ensure_ascii=False,
-    )
+        }
+    )  # ASCII-escaped: bidi and C1 controls in the text stay exact, never raw on a terminal

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from codeqa.retrieval.indexing import IndexReport, ProgressEvent
+from codeqa.tui.terminal_text import terminal_of, visible
 
 _PHASE_LABELS = {"scan": "scanning", "chunk": "chunking", "embed": "embedding"}
 _BAR_WIDTH = 28
@@ -64,7 +65,9 @@ class ProgressPrinter:
         elif event.detail:
             text += f"  {event.detail}"
         if self.is_tty:
-            self.stream.write("\r\x1b[2K" + text)
+            # The redraw is the one control sequence meant: it goes past the stream's
+            # neutraliser, the line itself (a file name in `detail`) does not.
+            terminal_of(self.stream).write("\r\x1b[2K" + visible(text))
             self._open_line = True
             if finished:
                 self.stream.write("\n")

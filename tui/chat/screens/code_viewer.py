@@ -11,6 +11,7 @@ from codeqa.retrieval.records import SkippedFile, SkipReason
 from codeqa.tui.chat.editor import editor_command
 from codeqa.tui.chat.widgets.code_view import CodeView
 from codeqa.tui.chat.widgets.location_text import fit_location
+from codeqa.tui.terminal_text import visible
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.screen import Screen
@@ -40,7 +41,7 @@ class CodeViewerScreen(Screen[None]):
         self._loaded_path: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Label("", id="viewer-title")
+        yield Label("", id="viewer-title", markup=False)  # a path of the repository's
         yield CodeView(id="code")
         yield Label("", id="viewer-cursor")
         yield Footer()
@@ -71,7 +72,7 @@ class CodeViewerScreen(Screen[None]):
         else:
             count = f"  ({self.position + 1}/{len(self.citations)})"
         location = fit_location(
-            citation.path,
+            visible(citation.path),
             citation.start_line,
             citation.end_line,
             self.app.size.width - len(count) - 1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from codeqa.agent.answer import Citation
 from codeqa.tui.chat.widgets.location_text import fit_location
+from codeqa.tui.terminal_text import visible
 from rich.text import Text
 from textual import events
 from textual.message import Message
@@ -45,7 +46,7 @@ class CitationList(OptionList):
         for number, citation in enumerate(self.citations, start=1):
             label = f"[{number}] "
             location = fit_location(
-                citation.path, citation.start_line, citation.end_line, width - len(label)
+                visible(citation.path), citation.start_line, citation.end_line, width - len(label)
             )
             options.append(Option(Text(label + location, no_wrap=True, overflow="crop")))
         self.add_options(options)

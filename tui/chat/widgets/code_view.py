@@ -8,6 +8,7 @@ grammar versions of tree-sitter-language-pack.
 
 from __future__ import annotations
 
+from codeqa.tui.terminal_text import visible
 from rich.segment import Segment
 from rich.style import Style
 from rich.syntax import Syntax
@@ -83,8 +84,12 @@ class CodeView(ScrollView, can_focus=True):
         return self._highlight
 
     def load(self, text: str, path: str, highlight: tuple[int, int] | None = None) -> None:
-        """Show `text` (the file at `path`), marking lines `highlight` (1-based, inclusive)."""
-        text = text.expandtabs(4)
+        """Show `text` (the file at `path`), marking lines `highlight` (1-based, inclusive).
+
+        Its control and bidi characters show as visible stand-ins, one for one, so the
+        lines stay where they are and the file cannot drive the terminal.
+        """
+        text = visible(text).expandtabs(4)
         if len(text) <= HIGHLIGHT_MAX_BYTES:
             syntax = Syntax("", Syntax.guess_lexer(path, text), theme=SYNTAX_THEME)
             highlighted = _foreground_only(syntax.highlight(text))

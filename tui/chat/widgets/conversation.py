@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from codeqa.tui.terminal_text import visible
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
@@ -31,7 +32,7 @@ class AnswerMessage(Markdown):
             await self.update("")  # drop the "searching" placeholder
             self._stream = Markdown.get_stream(self)
         self.streamed += token
-        await self._stream.write(token)
+        await self._stream.write(visible(token))
         self._keep_in_view()
 
     async def finish(self, text: str) -> None:
@@ -41,7 +42,7 @@ class AnswerMessage(Markdown):
             self._stream = None
         self.remove_class("pending")
         if text != self.streamed:
-            await self.update(text)
+            await self.update(visible(text))
         self._keep_in_view()
 
     def _keep_in_view(self) -> None:
@@ -55,7 +56,7 @@ class AnswerMessage(Markdown):
         self.remove_class("pending")
         self.add_class("failed")
         kept = f"{self.streamed}\n\n" if self.streamed else ""
-        await self.update(f"{kept}**No answer:** {message}")
+        await self.update(visible(f"{kept}**No answer:** {message}"))
 
 
 class Conversation(VerticalScroll):
@@ -74,7 +75,7 @@ class Conversation(VerticalScroll):
         if welcome:
             await welcome.remove()
         answer = AnswerMessage()
-        asked = QuestionMessage(question, markup=False)
+        asked = QuestionMessage(visible(question), markup=False)
         await self.mount(asked, answer)
         self._pinned = asked
         self.keep_in_view()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from codeqa.retrieval.indexing import ProgressEvent
+from codeqa.tui.terminal_text import visible
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
@@ -12,7 +13,7 @@ _PHASE_LABELS = {"scan": "Scanning files", "chunk": "Chunking", "embed": "Embedd
 
 class IndexProgress(Horizontal):
     def compose(self) -> ComposeResult:
-        yield Label("", id="index-phase")
+        yield Label("", id="index-phase", markup=False)  # the detail is a file's name
         yield ProgressBar(total=None, show_eta=False, id="index-bar")
 
     def start(self) -> None:
@@ -25,7 +26,7 @@ class IndexProgress(Horizontal):
         label = _PHASE_LABELS.get(event.phase, event.phase)
         detail = f"  {event.detail}" if event.detail and event.phase != "embed" else ""
         count = f" {event.done:,}/{event.total:,}" if event.total else f" {event.done:,}"
-        self.query_one("#index-phase", Label).update(f"{label}{count}{detail}")
+        self.query_one("#index-phase", Label).update(visible(f"{label}{count}{detail}"))
         bar = self.query_one("#index-bar", ProgressBar)
         bar.update(total=event.total or None, progress=event.done)
 

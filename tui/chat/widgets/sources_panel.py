@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from codeqa.agent.answer import Citation
 from codeqa.retrieval.records import SearchHit
 from codeqa.tui.chat.widgets.location_text import fit_location
+from codeqa.tui.terminal_text import visible
+from rich.text import Text
 from textual import events
 from textual.message import Message
 from textual.widgets import DataTable
@@ -64,11 +66,12 @@ class SourcesPanel(DataTable):
         for rank, hit in enumerate(self._hits, start=1):
             chunk = hit.chunk
             score = self._scores.get(chunk.chunk_id)
+            # Text, not str: DataTable reads a str cell as markup, and these are the repo's.
             self.add_row(
                 str(rank),
                 NO_SCORE if score is None else SCORE_FORMAT.format(score),
-                fit_location(chunk.path, chunk.start_line, chunk.end_line, room),
-                chunk.symbol or "",
+                Text(fit_location(visible(chunk.path), chunk.start_line, chunk.end_line, room)),
+                Text(visible(chunk.symbol or "")),
             )
 
     def on_resize(self, event: events.Resize) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from codeqa.tui.terminal_text import visible
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -36,7 +37,7 @@ class StatusBar(Widget):
         # The state first: it changes, and an 80-column terminal cuts the end off.
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" repo ", style="bold")
-        text.append(status.repo)
+        text.append(visible(status.repo))  # the folder a clone made: named by the repository
         text.append(_SEPARATOR)
         text.append(status.state, style="italic")
         if status.refreshed:
@@ -44,7 +45,7 @@ class StatusBar(Widget):
         text.append(_SEPARATOR)
         if status.model:
             text.append("model ", style="bold")
-            text.append(status.model)
+            text.append(visible(status.model))
         else:
             text.append("offline mode", style="bold")
         if status.chunks is not None:
