@@ -15,10 +15,9 @@ import fcntl
 import shutil
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
+from codeqa.retrieval.discovery.root import git_head
 from codeqa.retrieval.discovery.walk import DiscoverOptions, IgnoreWarning, scan_for_changes
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
@@ -55,9 +55,16 @@ from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, refresh_graph
 from codeqa.retrieval.graph.extract import extract
 from codeqa.retrieval.graph.records import FileGraph
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
-from codeqa.retrieval.records import Chunk, SkippedFile, SourceFile, UnchangedFile
+from codeqa.retrieval.records import (
+    Chunk,
+    IndexReport,
+    ProgressCallback,
+    ProgressEvent,
+    SkippedFile,
+    SourceFile,
+    UnchangedFile,
+)
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
-from codeqa.retrieval.status import git_head
 from codeqa.retrieval.stores.protocol import Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
@@ -83,42 +90,6 @@ MARKER_TEXT = (
 )
 # The names a wipe removes: what the next run writes again from scratch.
 WIPED_NAMES = (MANIFEST_NAME, MANIFEST_NAME + ".tmp", STORE_FOLDER, *GRAPH_FILES)
-
-
-@dataclass(frozen=True, slots=True)
-class ProgressEvent:
-    """One step of indexing, for a progress bar: `phase` is "scan", "chunk" or "embed"."""
-
-    phase: str
-    done: int
-    total: int
-    detail: str = ""
-
-
-ProgressCallback = Callable[[ProgressEvent], None]
-
-
-@dataclass
-class IndexReport:
-    repo_root: Path
-    index_dir: Path
-    files_seen: int = 0
-    files_changed: int = 0
-    files_removed: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
-    ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped
-    chunks_added: int = 0
-    chunks_total: int = 0
-    vectors_embedded: int = 0
-    vectors_from_cache: int = 0
-    vectors_pending: int = 0
-    seconds_to_searchable: float = 0.0
-    # Part of seconds_to_searchable: reading the code graph's facts and refreshing it.
-    seconds_graph: float = 0.0
-    graph_files_read: int = 0
-    seconds_total: float = 0.0
-    embedder_name: str = ""
 
 
 def resolve_repo(repo: Path) -> Path:

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from codeqa.retrieval.discovery.secrets import REDACTED, redact, scan_secrets, shannon_entropy
 from codeqa.retrieval.discovery.walk import DiscoverOptions, discover, read_source
-from codeqa.retrieval.indexing import IndexReport
-from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
+from codeqa.retrieval.records import IndexReport, SkippedFile, SkipReason, SourceFile
 from codeqa.tui.cli.progress import summary_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "secrets"

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from codeqa.retrieval.embedders.registry import l2_normalised
+from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import (
     IndexMismatch,
     StoreUnavailable,

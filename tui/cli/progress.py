@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from codeqa.retrieval.indexing import IndexReport, ProgressEvent
+from codeqa.retrieval.records import IndexReport, ProgressEvent
 
 _PHASE_LABELS = {"scan": "scanning", "chunk": "chunking", "embed": "embedding"}
 _BAR_WIDTH = 28
