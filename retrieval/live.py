@@ -10,6 +10,9 @@ The chat, the MCP server, `codeqa watch` and the one-shot commands (`ask`, `sear
   every refresh, and gives the index lock up to the next refresh at its next batch edge;
 - `borrow` lends the open index to a reader (a search, a whole answer): a swap closes the
   index it replaced only once its last borrower is done, so readers never see it closed;
+  an index that another process rewrote (`codeqa index --rebuild`, another server's
+  refresh) is noticed at the next borrow, by the manifest having been written again, and
+  reopened: the old one's files may be gone;
 - interfaces `subscribe` to its events (refreshed, busy, filling, filled) and only display.
 """
 
@@ -27,6 +30,7 @@ from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy, IndexNotFound
 from codeqa.retrieval.index import Index, open_index
 from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.manifest import MANIFEST_NAME
 from codeqa.retrieval.records import IndexReport, ProgressCallback, ProgressEvent
 from codeqa.retrieval.status import IndexStatus, index_status
 
@@ -110,6 +114,10 @@ class LiveIndex:
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()  # guards the fields below, never held during work
         self._index: Index | None = None
+        # The manifest as it was when the open index was opened (inode, mtime): it is
+        # written again (a new file, renamed over it) by every run that changes the index.
+        self._manifest_mark: tuple[int, int] | None = None
+        self._reopen_lock = threading.Lock()  # one reopen at a time after another's write
         self._borrowers: Counter[int] = Counter()  # id(index) -> readers using it now
         self._closed = False
         self._refresh_lock = threading.Lock()  # one refresh at a time
@@ -139,7 +147,7 @@ class LiveIndex:
             if self._index is not None:
                 return
         opened = open_index(self.repo, self.settings, load_model=self._load_model)
-        self._swap(opened)
+        self._swap(opened, _manifest_mark(opened.directory))
 
     @property
     def is_open(self) -> bool:
@@ -193,10 +201,17 @@ class LiveIndex:
             self._emit(RefreshBusy(str(busy)))
             return None
         current = self._index
-        if current is None or rebuild or report.files_changed or report.files_removed:
+        mark = _manifest_mark(report.index_dir)
+        if (
+            current is None
+            or rebuild
+            or report.files_changed
+            or report.files_removed
+            or mark != self._manifest_mark  # written since: by another process, or stamps
+        ):
             model = current.loaded_embedder if current is not None else None
             load = self._load_model and model is None
-            self._swap(open_index(self.repo, self.settings, model, load_model=load))
+            self._swap(open_index(self.repo, self.settings, model, load_model=load), mark)
         self._emit(Refreshed(report))
         return report
 
@@ -222,9 +237,10 @@ class LiveIndex:
         self._retry.daemon = True
         self._retry.start()
 
-    def _swap(self, opened: Index) -> None:
+    def _swap(self, opened: Index, mark: tuple[int, int] | None) -> None:
         with self._lock:
             stale, self._index = self._index, opened
+            self._manifest_mark = mark
             self._vectors_complete = False  # the refresh may have added chunks
             unused = stale is not None and not self._borrowers[id(stale)]
         if stale is not None and unused:
@@ -235,6 +251,7 @@ class LiveIndex:
     @contextmanager
     def borrow(self) -> Iterator[Index]:
         """The open index, kept open until the block ends even if a refresh swaps it."""
+        self._follow_other_writers()
         with self._lock:
             index = self._index
             if self._closed or index is None:
@@ -251,6 +268,29 @@ class LiveIndex:
                     del self._borrowers[id(index)]
             if unused and stale:
                 index.close()
+
+    def _follow_other_writers(self) -> None:
+        """Reopen the index if another process wrote it since it was opened.
+
+        A rebuild deletes the files the open index reads, and another process's refresh
+        may prune the versions it reads: either way reads would fail from then on. One
+        stat of the manifest a borrow; our own refreshes swap the index themselves.
+        """
+        index = self._index
+        if index is None or self._closed or self._refresh_lock.locked():
+            return
+        mark = _manifest_mark(index.directory)
+        if mark == self._manifest_mark:
+            return
+        if mark is None:
+            raise IndexNotFound(
+                f"the index of {self.repo} is being rebuilt by another codeqa process; "
+                "try again when it has finished"
+            )
+        with self._reopen_lock:
+            if mark == self._manifest_mark or self._index is not index:
+                return  # another borrower reopened it meanwhile
+            self._swap(open_index(self.repo, self.settings, index.loaded_embedder), mark)
 
     def vectors_missing(self) -> int:
         """Chunks without a vector now (0 without a table scan once all were seen filled)."""
@@ -363,6 +403,15 @@ class LiveIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _manifest_mark(directory: Path) -> tuple[int, int] | None:
+    """The manifest's inode and mtime (None while there is none, as during a rebuild)."""
+    try:
+        info = (directory / MANIFEST_NAME).stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns
 
 
 class _VectorFill:
