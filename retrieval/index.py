@@ -6,7 +6,8 @@ Building and updating it is `indexing.py`'s job.
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from codeqa.retrieval.errors import (
     IndexNotFound,
 )
 from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
+from codeqa.retrieval.graph.languages import SPECS as GRAPH_LANGUAGES
 from codeqa.retrieval.graph.records import KIND_CLASS, Definition
 from codeqa.retrieval.indexing import (
     ProgressCallback,
@@ -36,6 +38,7 @@ from codeqa.retrieval.indexing import (
     model_loading,
     open_store,
     resolve_repo,
+    tag_as_cache,
 )
 from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import (
@@ -55,7 +58,27 @@ from codeqa.retrieval.search.rerank import (
     rerank,
 )
 from codeqa.retrieval.search.scope import PathScope
-from codeqa.retrieval.stores.protocol import QueryVector
+from codeqa.retrieval.stores.protocol import QueryVector, symbol_match_rank
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionSite:
+    """Where a symbol is defined: the definition's own lines, and the chunk holding them.
+
+    `signature` is the definition's first line as written.
+    """
+
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str
+    kind: str
+    signature: str | None
+    chunk: Chunk
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
 
 
 class Index:
@@ -179,10 +202,53 @@ class Index:
         return self._graph
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
-        if self.scope.is_everything:
-            return self._store.find_symbol(name, limit)
-        found = self._store.find_symbol(name, limit * self.ranking.scoped_candidates_factor)
-        return [chunk for chunk in found if self.scope.admits(chunk.path, chunk.language)][:limit]
+        """The chunks holding the definitions of `name` (see `definition_sites`)."""
+        chunks = {site.chunk.chunk_id: site.chunk for site in self.definition_sites(name, limit)}
+        return list(chunks.values())
+
+    def definition_sites(self, name: str, limit: int = 10) -> list[DefinitionSite]:
+        """Where `name` (`get`, `Session.get`, `RecursionGuard::new`) is defined: exact
+        matches first, then by path and line, at most `limit`.
+
+        The code graph is the one answer for the languages it reads: it holds every
+        definition, those in a small file's one whole-file chunk and top-level constants
+        too, which chunk symbols miss. Chunk symbols answer for the other languages, and
+        for all of them while an index has no graph.
+        """
+        try:
+            graph: Graph | None = self.graph
+        except (IndexNotFound, IndexMismatch):
+            graph = None
+        wanted = name.replace("::", ".")
+        ranked: list[tuple[tuple[int, str, int], DefinitionSite]] = []
+        if graph is not None:
+            found = [
+                d
+                for d in graph.definitions(name)
+                if self.scope.admits(d.path, graph.language_of(d.path))
+            ]
+            found.sort(key=lambda d: (d.qualname != wanted, d.path, d.start_line))
+            held: dict[str, list[Chunk]] = {}
+            for definition in found[:limit]:
+                if definition.path not in held:
+                    held[definition.path] = self._store.chunks_for_path(definition.path)
+                site = _site(definition, held[definition.path])
+                if site is not None:
+                    rank = 0 if definition.qualname == wanted else 1
+                    ranked.append(((rank, site.path, site.start_line), site))
+        depth = limit * (1 if self.scope.is_everything else self.ranking.scoped_candidates_factor)
+        pieces: set[tuple[str, str | None]] = set()  # a long definition is cut into pieces
+        for chunk in sorted(self._store.find_symbol(name, depth), key=lambda c: c.start_line):
+            if graph is not None and chunk.language in GRAPH_LANGUAGES:
+                continue  # the graph answered for its languages
+            if (chunk.path, chunk.symbol) in pieces:
+                continue  # a later piece of a definition already listed from its first
+            pieces.add((chunk.path, chunk.symbol))
+            if self.scope.admits(chunk.path, chunk.language):
+                rank = symbol_match_rank(chunk.symbol, name) or 0
+                ranked.append(((rank, chunk.path, chunk.start_line), _chunk_site(chunk)))
+        ranked.sort(key=lambda pair: pair[0])
+        return [site for _, site in ranked[:limit]]
 
     def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
         """`path` read now under discovery's rules, as the index holds it; or why it is refused.
@@ -270,6 +336,10 @@ def open_index(
     )
     if embedder is not None and embedder.name != manifest.embedder_name:
         embedder = None
+    # An index made before indexes were tagged gets its tag here, so that discovery skips
+    # it from now on; a read-only one is searched all the same.
+    with suppress(OSError):
+        tag_as_cache(directory)
     return Index(root, directory, manifest, settings, embedder, load_model=load_model)
 
 
@@ -285,4 +355,38 @@ def _holding(hits: list[SearchHit], definitions: list[Definition]) -> frozenset[
             start <= hit.chunk.end_line and hit.chunk.start_line <= end
             for start, end in spans.get(hit.chunk.path, ())
         )
+    )
+
+
+def _site(definition: Definition, chunks: list[Chunk]) -> DefinitionSite | None:
+    """`definition` with the chunk holding its first line: the chunk it names, else the
+    narrowest (a class's chunk spans its methods; a preamble holds the constants)."""
+    holding = [c for c in chunks if c.start_line <= definition.start_line <= c.end_line]
+    if not holding:
+        return None
+    chunk = min(holding, key=lambda c: (c.symbol != definition.qualname, c.end_line - c.start_line))
+    lines = chunk.text.split("\n")
+    offset = definition.start_line - chunk.start_line
+    first = lines[offset].strip() if offset < len(lines) else ""  # a minified chunk: a slice
+    return DefinitionSite(
+        definition.path,
+        definition.start_line,
+        definition.end_line,
+        definition.qualname,
+        definition.kind,
+        first or None,
+        chunk,
+    )
+
+
+def _chunk_site(chunk: Chunk) -> DefinitionSite:
+    """A chunk whose symbol names the definition (languages the graph does not read)."""
+    return DefinitionSite(
+        chunk.path,
+        chunk.start_line,
+        chunk.end_line,
+        chunk.symbol or "",
+        str(chunk.kind),
+        chunk.signature,
+        chunk,
     )

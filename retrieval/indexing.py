@@ -88,6 +88,15 @@ MARKER_TEXT = (
     "This folder holds a codeqa index. `codeqa index --rebuild` deletes the files codeqa\n"
     f"made here ({MANIFEST_NAME}, {STORE_FOLDER}/, {GRAPH_FILES[0]}) and nothing else.\n"
 )
+# The cache directory tag (bford.org/cachedir): backup and archive tools skip a folder holding
+# it, and so does discovery (walk.SKIP_DIR_MARKERS), so an index kept inside its own
+# repository is never indexed into itself.
+CACHE_TAG_NAME = "CACHEDIR.TAG"
+CACHE_TAG_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by codeqa: the folder holds an index\n"
+    "# that `codeqa index` rebuilds from the repository. See https://bford.org/cachedir/\n"
+)
 # The names a wipe removes: what the next run writes again from scratch.
 WIPED_NAMES = (MANIFEST_NAME, MANIFEST_NAME + ".tmp", STORE_FOLDER, *GRAPH_FILES)
 
@@ -155,14 +164,21 @@ def _require_codeqa_folder(directory: Path, action: str = "rebuild in") -> None:
 
 
 def _mark(directory: Path) -> None:
-    """Claim the folder as a codeqa index (existing indexes get the marker too)."""
+    """Claim the folder as a codeqa index and tag it as a cache (existing indexes get both)."""
     marker = directory / MARKER_NAME
-    if marker.is_file():
-        return
     try:
-        marker.write_text(MARKER_TEXT, encoding="utf-8")
+        if not marker.is_file():
+            marker.write_text(MARKER_TEXT, encoding="utf-8")
+        tag_as_cache(directory)
     except OSError as error:
         raise cannot_write(directory, error) from None
+
+
+def tag_as_cache(directory: Path) -> None:
+    """Write the folder's CACHEDIR.TAG unless it has one; raises OSError when it cannot."""
+    tag = directory / CACHE_TAG_NAME
+    if not tag.is_file():
+        tag.write_text(CACHE_TAG_TEXT, encoding="utf-8")
 
 
 def build_index(

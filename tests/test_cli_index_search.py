@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.tui.cli import main
 
 pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model through the CLI
@@ -118,7 +119,7 @@ def test_user_errors_are_one_line_and_non_zero(small_repo, index_dir, tmp_path, 
     assert "bad.jsonl:1" in capsys.readouterr().err
 
 
-def test_megabyte_query_is_cut_with_one_notice_and_answers_in_about_a_second(
+def test_megabyte_query_is_cut_with_one_notice_and_costs_what_its_first_part_costs(
     small_repo, index_dir, capsys
 ):
     main(["index", str(small_repo), "--index-dir", str(index_dir)])
@@ -126,17 +127,24 @@ def test_megabyte_query_is_cut_with_one_notice_and_answers_in_about_a_second(
     words = ("scanner", "py_make_scanner(", "JSONDecoder", "json/decoder.py", "json.scanner.c")
     query = " ".join(f"{words[n % 5]}{n}" for n in range(100_000))[:1_000_000]
     assert len(query) == 1_000_000
-    started = time.perf_counter()
-    code = main(
-        ["search", query, "--repo", str(small_repo), "--index-dir", str(index_dir), "--limit", "3"]
-    )
-    seconds = time.perf_counter() - started
+
+    def search_seconds(text: str) -> float:
+        started = time.perf_counter()
+        args = ["search", text, "--repo", str(small_repo), "--index-dir", str(index_dir)]
+        assert main([*args, "--limit", "3"]) == 0
+        return time.perf_counter() - started
+
+    # Interleaved, best of two: a loaded machine slows both alike. Searching the whole
+    # megabyte would take ~35 times as long as its first part (~7 s against ~0.2 s).
+    whole, first_part = [], []
+    for _ in range(2):
+        first_part.append(search_seconds(query[:MAX_QUERY_CHARS]))
+        whole.append(search_seconds(query))
     captured = capsys.readouterr()
-    assert code == 0
-    assert captured.err.count("\n") == 1
+    assert captured.err.count("\n") == 2
     assert captured.err.startswith("codeqa: note: the query is 1,000,000 characters")
     assert captured.out.startswith("json/")
-    assert seconds < 2.5  # ~0.2 s searching 32,000 characters; ~7 s for the whole megabyte
+    assert min(whole) < 4 * min(first_part)
 
     # The longest dev-set question (a SWE-bench issue) is searched whole, without a notice.
     question = ("How does the scanner decode numbers? " * 700)[:22_778]

@@ -554,3 +554,130 @@ def test_a_graph_answers_from_any_thread(graph):
     with ThreadPoolExecutor(4) as pool:
         found = list(pool.map(lambda _: _callers(graph, "tax.rate"), range(8)))
     assert all(f == {("python/shop/cart.py", "Cart.checkout", RESOLVED)} for f in found)
+
+
+def test_top_level_constants_and_variables_are_definitions_in_every_language(graph):
+    variables = {
+        (d.path, d.qualname, d.start_line)
+        for symbol in (
+            "MAX_ITEMS",
+            "CURRENCY",
+            "LOCALE",
+            "ERROR_STATUS",
+            "connections",
+            "MAX_DEPTH",
+            "GREETING",
+            "RecursionGuard::LIMIT",
+            "Sides",
+            "Registry",
+        )
+        for d in graph.definitions(symbol)
+        if d.kind == "variable"
+    }
+    assert variables == {
+        ("python/shop/limits.py", "MAX_ITEMS", 3),
+        ("python/shop/limits.py", "CURRENCY", 4),
+        ("python/shop/limits.py", "LOCALE", 4),
+        ("ts/src/error/TRPCError.ts", "ERROR_STATUS", 1),
+        ("ts/src/adapters/ws.ts", "connections", 5),
+        ("rust/src/validators/mod.rs", "MAX_DEPTH", 6),
+        ("rust/src/validators/mod.rs", "GREETING", 7),
+        ("rust/src/validators/mod.rs", "RecursionGuard.LIMIT", 14),
+        ("go/geo/util.go", "Sides", 7),
+        ("go/geo/util.go", "Registry", 9),
+    }
+    # Names bound inside a function, a class body or a callback are not module symbols.
+    for local in ("limit", "strict", "Policy.strict", "LOCAL", "first", "inner"):
+        assert graph.definitions(local) == []
+
+
+def test_calls_through_typescript_barrels_resolve_to_the_defining_module(graph):
+    defining = graph.definitions("getErrorFromUnknown")
+    assert [d.location for d in defining] == ["ts/src/error/TRPCError.ts:5-7"]
+    callers = graph.callers("getErrorFromUnknown")
+    # `toError` through `export {… as toError} from`, the plain name through `export *`,
+    # and `server.core.…` through `export * as core from`.
+    assert [(r.path, r.line, r.written, r.resolution) for r in callers] == [
+        ("ts/src/adapters/ws.ts", 8, "toError", RESOLVED),
+        ("ts/src/adapters/ws.ts", 9, "getErrorFromUnknown", RESOLVED),
+        ("ts/src/adapters/ws.ts", 13, "server.core.getErrorFromUnknown", RESOLVED),
+    ]
+    assert "ts/src/adapters/ws.ts" in {
+        c.path for c in graph.impact("ts/src/error/TRPCError.ts").callers
+    }
+    imports = {(i.module, i.name, i.alias) for i in _facts("ts/src/server/index.ts").imports}
+    assert imports == {
+        ("../core", "getErrorFromUnknown", "toError"),
+        ("../core", "TRPCError", "TRPCError"),
+        ("../core", None, "core"),
+    }
+
+
+def test_rust_super_crate_and_grouped_uses_and_path_qualified_calls_resolve(graph):
+    assert _callers(graph, "build_validator") == {
+        ("rust/src/lib.rs", "run", RESOLVED),  # validators::build_validator(0)
+        ("rust/src/validators/string.rs", "build_string", RESOLVED),  # use super::{…}
+        ("rust/src/validators/checks.rs", "check", RESOLVED),  # `as build`, crate::…::f()
+        ("rust/src/validators/nested.rs", "deep", RESOLVED),  # super::build_validator(5)
+    }
+    assert len(graph.callers("build_validator")) == 5
+    assert _callers(graph, "deep") == {("rust/src/validators/checks.rs", "check", RESOLVED)}
+    imports = {(i.module, i.name, i.alias) for i in _facts("rust/src/validators/checks.rs").imports}
+    assert ("crate.validators.nested", "deep", "d") in imports
+    # `mod validators;` binds the child module, as `validators::build_validator(0)` uses it.
+    assert Import("rust/src/lib.rs", "self", "validators", "validators", 2) in set(
+        _facts("rust/src/lib.rs").imports
+    )
+
+
+def test_a_rust_symbol_may_be_spelled_with_double_colons(graph):
+    assert graph.definitions("RecursionGuard::new") == graph.definitions("RecursionGuard.new")
+    assert _callers(graph, "RecursionGuard::new") == {
+        ("rust/src/validators/string.rs", "build_string", RESOLVED),
+        ("rust/src/validators/checks.rs", "check", RESOLVED),
+    }
+
+
+def test_methods_of_an_impl_for_a_borrowed_generic_type_are_named_by_the_type(graph):
+    assert [d.location for d in graph.definitions("PythonSerializer.write")] == [
+        "rust/src/validators/ser.rs:11-13"
+    ]
+    bases = _facts("rust/src/validators/ser.rs").bases
+    assert Base("rust/src/validators/ser.rs", "PythonSerializer", "Serializer") in bases
+
+
+def test_impact_keeps_callers_in_the_target_symbols_own_file(tmp_path):
+    files = {
+        "client.py": (
+            "def _redirect_headers(h):\n    return h\n\n\n"
+            "def follow(h):\n    return _redirect_headers(h)\n"
+        ),
+        "app.py": "from client import follow\n\n\ndef main():\n    return follow({})\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
+        impact = graph.impact("_redirect_headers")
+    assert [c.qualname for c in impact.callers] == ["main", "follow"]
+
+
+def test_callers_says_how_many_same_name_calls_did_not_resolve_and_where_they_are(tmp_path, capsys):
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli import main
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "mail.py").write_text(
+        "def send(message):\n    return message\n\n\n"
+        "def deliver(outbox, message):\n    send(message)\n    outbox.send(message)\n"
+    )
+    build_index(repo, IndexSettings(index_dir=tmp_path / "index"), embed=False)
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index")]
+    capsys.readouterr()
+
+    assert main(["callers", "send", *where]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "mail.py:1-2  send  (function)  [definition]",
+        "mail.py:6-6  deliver  (call send, resolved)",
+        "1 more call named send resolved to no definition; `codeqa refs send` lists them",
+    ]
+    assert main(["refs", "send", *where]) == 0
+    assert "mail.py:7-7  deliver  (call outbox.send, unresolved)" in capsys.readouterr().out

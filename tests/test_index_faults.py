@@ -22,6 +22,9 @@ from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.tui.cli import main
 
+# Builds real indexes, kills processes, fills a small tmpfs.
+pytestmark = pytest.mark.slow
+
 EMBED_MODEL = "wordllama"  # the bundled static model: embedding ~1,300 chunks takes ~0.2 s
 QUERIES = (
     "parser token cache",
@@ -127,8 +130,6 @@ from codeqa.retrieval.offline import prepare_offline_environment
 prepare_offline_environment()
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import build_index
-
-pytestmark = pytest.mark.slow  # builds real indexes, kills processes, fills a small tmpfs
 
 def report(event):
     print(event.phase, event.done, flush=True)

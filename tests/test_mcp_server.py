@@ -153,7 +153,10 @@ def test_find_symbol_ask_and_status_describe_the_index(small_repo, index_dir):
     async def script(session: ClientSession) -> None:
         found = await call(session, "find_symbol", name="JSONDecoder")
         definitions = found.structured_content["definitions"]
-        assert any(d["path"] == "json/decoder.py" and d["kind"] for d in definitions)
+        (decoder,) = [d for d in definitions if d["symbol"] == "JSONDecoder"]
+        assert decoder["path"] == "json/decoder.py" and decoder["kind"] == "class"
+        assert decoder["signature"].startswith("class JSONDecoder")
+        assert decoder["chunk"].startswith("json/decoder.py:")  # the chunk search would cite
         assert "json/decoder.py:" in text_of(found)
 
         answer = await call(session, "ask", question="How are JSON strings decoded?")

@@ -145,7 +145,80 @@ def test_a_repo_cannot_trust_itself(small_repo, user_config):
     assert "model" in settings.warnings[0] and "trusted_repos" in settings.warnings[0]
 
 
-def test_unknown_repo_settings_are_still_reported(small_repo, user_config):
-    (small_repo / CONFIG_FILE_NAME).write_text('colour = "red"\n')
-    with pytest.raises(ConfigError, match="unknown setting 'colour'"):
+def test_a_repo_may_lower_max_file_bytes_but_never_raise_it_past_the_users_limit(
+    small_repo, user_config
+):
+    config = small_repo / CONFIG_FILE_NAME
+    config.write_text("max_file_bytes = 85000000\n")
+    raised = load_settings(small_repo, environ={})
+    assert raised.index.max_file_bytes == 1_000_000  # no user limit: the default is the ceiling
+    assert len(raised.warnings) == 1 and "85000000" in raised.warnings[0]
+    assert "CODEQA_MAX_FILE_BYTES" in raised.warnings[0]
+
+    user_config.write_text("max_file_bytes = 4000000\n")
+    assert load_settings(small_repo, environ={}).index.max_file_bytes == 4_000_000
+    config.write_text("max_file_bytes = 300000\n")
+    lowered = load_settings(small_repo, environ={})
+    assert (lowered.index.max_file_bytes, lowered.warnings) == (300_000, ())
+    # The user's environment is theirs: it decides, as it always did.
+    config.write_text("max_file_bytes = 85000000\n")
+    environ = {"CODEQA_MAX_FILE_BYTES": "2000"}
+    assert load_settings(small_repo, environ=environ).index.max_file_bytes == 2000
+    # A repository the user trusts is read as the user's own file.
+    assert load_settings(small_repo, environ={}, trust_repo=True).index.max_file_bytes == 85_000_000
+
+
+def test_a_repo_config_raising_max_file_bytes_does_not_get_a_huge_file_indexed(
+    small_repo, index_dir, user_config, capsys
+):
+    (small_repo / CONFIG_FILE_NAME).write_text("max_file_bytes = 900000000\n")
+    (small_repo / "blob.py").write_text("X = '" + "a" * 1_500_000 + "'\n")
+    assert main(["index", str(small_repo), "--index-dir", str(index_dir), "--no-embed"]) == 0
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "warning" in line and "max_file_bytes" in line]
+    manifest = (index_dir / "manifest.json").read_text()
+    assert '"json/decoder.py"' in manifest and '"blob.py"' not in manifest
+
+
+def test_unknown_or_broken_repo_settings_are_one_warning_each_and_ignored(small_repo, user_config):
+    config = small_repo / CONFIG_FILE_NAME
+    config.write_text('colour = "red"\nfuture_limit = 3\nmax_file_bytes = 4321\n')
+    settings = load_settings(small_repo, environ={})
+    assert settings.index.max_file_bytes == 4321  # what it knows is still used
+    assert len(settings.warnings) == 1
+    assert "'colour', 'future_limit'" in settings.warnings[0]
+    assert str(config) in settings.warnings[0]
+
+    config.write_text('max_file_bytes = "lots"\ninclude_generated = true\n')
+    settings = load_settings(small_repo, environ={})
+    assert (settings.index.max_file_bytes, settings.index.include_generated) == (1_000_000, True)
+    assert len(settings.warnings) == 1 and "max_file_bytes" in settings.warnings[0]
+
+    config.write_text("max_file_bytes = [unclosed\n")
+    settings = load_settings(small_repo, environ={})
+    assert settings.index.max_file_bytes == 1_000_000
+    assert len(settings.warnings) == 1 and str(config) in settings.warnings[0]
+
+
+def test_every_command_still_runs_with_a_newer_codeqas_repo_config(
+    small_repo, index_dir, user_config, capsys
+):
+    (small_repo / CONFIG_FILE_NAME).write_text('rerank = true\n[chat]\ntheme = "dark"\n')
+    repo, index = str(small_repo), str(index_dir)
+    assert main(["index", repo, "--index-dir", index, "--no-embed"]) == 0
+    assert main(["search", "scanner", "--repo", repo, "--index-dir", index, "--mode", "bm25"]) == 0
+    captured = capsys.readouterr()
+    assert "json/scanner.py" in captured.out
+    warnings = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warnings) == 2 and all("'chat', 'rerank'" in line for line in warnings)
+
+
+def test_an_unknown_key_in_the_users_own_config_is_a_warning_not_a_failure(small_repo, user_config):
+    user_config.write_text('max_file_bytes = 2000000\nnew_feature = "on"\n')
+    settings = load_settings(small_repo, environ={})
+    assert settings.index.max_file_bytes == 2_000_000
+    assert len(settings.warnings) == 1
+    assert "'new_feature'" in settings.warnings[0] and str(user_config) in settings.warnings[0]
+    user_config.write_text('max_file_bytes = "lots"\n')  # a bad value the user can fix
+    with pytest.raises(ConfigError, match="max_file_bytes must be a whole number"):
         load_settings(small_repo, environ={})

@@ -33,6 +33,14 @@ def references_lines(
     return lines + ([reference_line(r) for r in references] or [f"no {relation} found"])
 
 
+def unresolved_hint(unresolved: int, symbol: str, listing: str) -> str:
+    """The line saying how many calls by `symbol`'s name resolved to nothing, and where
+    (`listing`: a command or tool call) they are listed."""
+    calls = "call" if unresolved == 1 else "calls"
+    name = symbol.replace("::", ".").rsplit(".", 1)[-1]
+    return f"{unresolved} more {calls} named {name} resolved to no definition; {listing} lists them"
+
+
 def impact_lines(impact: Impact) -> list[str]:
     lines = [f"{definition_line(caller)}  [caller]" for caller in impact.callers]
     lines += [f"{path}  [importer]" for path in impact.importers]

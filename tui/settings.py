@@ -1,7 +1,16 @@
 """One settings object: built-in defaults < user config < repository config < environment < flags.
 
 A repository's own `codeqa.toml` arrives with the code, so it is untrusted: it may tune
-only what cannot send code or credentials anywhere or delete files (see `Key.repo_may_set`).
+only what cannot send code or credentials anywhere or delete files (see `Key.repo_may_set`),
+and it may lower a resource limit but not raise it past the user's own value, or the
+default when the user set none (see `Key.limit`). Nothing in it stops a command: an unknown
+key (a newer codeqa's, a typo), a value of the wrong type or a file that is not TOML is
+named in one warning line and ignored. The user's own file is read the same way for unknown
+keys, since one config shared by machines with different versions must not break the older
+ones; a bad value there is an error, because the user meant something and can fix it.
+
+A trusted repository (`--trust-repo-config`, `trusted_repos`) is read as the user's own
+file would be: it may set every key but `trusted_repos`, and raise limits.
 """
 
 from __future__ import annotations
@@ -33,6 +42,9 @@ class Key:
     # URLs, models) or which folder codeqa writes and wipes. New keys default to False:
     # a future `api_base` is refused from repositories without anyone remembering to.
     repo_may_set: bool = False
+    # A resource limit (bytes read, work done): an untrusted repository may lower it, never
+    # raise it above the user's value (user config, else the built-in default).
+    limit: bool = False
 
 
 KEYS: dict[str, Key] = {
@@ -45,7 +57,7 @@ KEYS: dict[str, Key] = {
     "embed_model": Key("CODEQA_EMBED_MODEL", str),
     "index_dir": Key("CODEQA_INDEX_DIR", str),
     "store": Key("CODEQA_STORE", str),
-    "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True),
+    "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True, limit=True),
     # Index build output and generated files too (dist/ bundles, compiled copies of .ts).
     "include_generated": Key("CODEQA_INCLUDE_GENERATED", bool, repo_may_set=True),
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
@@ -54,6 +66,9 @@ KEYS: dict[str, Key] = {
     # a repository's copy even when that repository is trusted.
     "trusted_repos": Key(None, list),
 }
+
+# What a limit is when the user set none: the value every command uses by default.
+DEFAULT_LIMITS: dict[str, int] = {"max_file_bytes": IndexSettings().max_file_bytes}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +114,21 @@ def load_settings(
     values: dict[str, object] = {}
     warnings: list[str] = []
     user_path = user_config_path()
-    user = _read_toml(user_path) if user_path.is_file() else {}
+    user = _read_user_toml(user_path, warnings) if user_path.is_file() else {}
     trusted_repos = user.pop("trusted_repos", [])
     assert isinstance(trusted_repos, list)  # _read_toml checked it is a list of strings
     trusted = [Path(p).expanduser().resolve() for p in trusted_repos]
     values.update(user)
     repo_path = Path(repo) / CONFIG_FILE_NAME if repo is not None else None
     if repo_path is not None and repo_path.is_file():
-        repo_values = _read_toml(repo_path)
+        repo_values = _read_repo_toml(repo_path, warnings)
         if not (trust_repo or repo_path.parent.expanduser().resolve() in trusted):
             refused = sorted(key for key in repo_values if not KEYS[key].repo_may_set)
             for key in refused:
                 del repo_values[key]
             if refused:
                 warnings.append(_refusal(repo_path, refused, user_path))
+            _hold_to_limits(repo_values, values, repo_path, warnings)
         values.update(repo_values)
     values.pop("trusted_repos", None)
     for key, spec in KEYS.items():
@@ -134,19 +150,66 @@ def _refusal(path: Path, refused: list[str], user_path: Path) -> str:
     )
 
 
-def _read_toml(path: Path) -> dict[str, object]:
+def _hold_to_limits(
+    repo_values: dict[str, object],
+    user_values: Mapping[str, object],
+    path: Path,
+    warnings: list[str],
+) -> None:
+    """Lower each limit the repository raised above the user's value (or the default)."""
+    for key, value in repo_values.items():
+        if not KEYS[key].limit:
+            continue
+        ceiling = _whole_number(key, user_values.get(key, DEFAULT_LIMITS[key]), "settings")
+        if _whole_number(key, value, str(path)) > ceiling:
+            repo_values[key] = ceiling
+            variable = KEYS[key].variable
+            warnings.append(
+                f"{path} sets {key} = {value}, above your limit of {ceiling}; using {ceiling} "
+                f"(a repository may only lower it: raise it in {user_config_path()}"
+                + (f" or with ${variable})" if variable else ")")
+            )
+
+
+def _parse_toml(path: Path) -> dict[str, object]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"cannot read {path}: {error}") from None
+
+
+def _known(data: dict[str, object], path: Path, warnings: list[str]) -> dict[str, object]:
+    """The keys this codeqa knows; the others (a newer version's, a typo) in one warning."""
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
-        raise ConfigError(
-            f"{path}: unknown setting {unknown[0]!r}; known settings: {', '.join(sorted(KEYS))}"
+        names = ", ".join(repr(key) for key in unknown)
+        warnings.append(
+            f"ignoring unknown setting{'s' if len(unknown) > 1 else ''} {names} in {path} "
+            f"(known: {', '.join(sorted(KEYS))})"
         )
-    return {
-        key: _coerce(key, value, KEYS[key].kind, origin=str(path)) for key, value in data.items()
-    }
+    return {key: value for key, value in data.items() if key in KEYS}
+
+
+def _read_user_toml(path: Path, warnings: list[str]) -> dict[str, object]:
+    """The user's own file: unknown keys are a warning, a bad file or value an error."""
+    known = _known(_parse_toml(path), path, warnings)
+    return {key: _coerce(key, value, KEYS[key].kind, str(path)) for key, value in known.items()}
+
+
+def _read_repo_toml(path: Path, warnings: list[str]) -> dict[str, object]:
+    """A repository's file: whatever is wrong with it is a warning, and that part is ignored."""
+    try:
+        data = _parse_toml(path)
+    except ConfigError as error:
+        warnings.append(f"ignoring {path}: {str(error).removeprefix(f'cannot read {path}: ')}")
+        return {}
+    values: dict[str, object] = {}
+    for key, value in _known(data, path, warnings).items():
+        try:
+            values[key] = _coerce(key, value, KEYS[key].kind, str(path))
+        except ConfigError as error:
+            warnings.append(f"ignoring {key} from {error}")
+    return values
 
 
 def _coerce(key: str, value: object, kind: type, origin: str) -> object:

@@ -3,7 +3,17 @@
 Every `.gitignore` (each relative to its own directory, deeper files overriding shallower
 ones), `.git/info/exclude`, the `.gitignore` files of an enclosing repository when the root
 is a sub-folder of one, plus an optional `.codeqaignore` at the root and extra patterns from
-the options (both overriding git's rules, so they can also re-include with `!pattern`).
+the options. Who may say what:
+
+- The committed `.gitignore` files decide among themselves as in git (a deeper `!pattern`
+  re-includes what a shallower file excludes).
+- `.git/info/exclude` is the user's own, uncommitted file: what it excludes stays out
+  whatever a committed `.gitignore` re-includes (git would let a `!pattern` win there).
+- `.codeqaignore` arrives with the code: it may only exclude more. Its `!pattern` lines
+  re-include only what its own earlier lines excluded, never what git keeps out.
+- The options' `extra_ignore` are the caller's (the user's) own: they decide outright,
+  re-includes too.
+
 A line git would never match (`!`, a trailing `\\`, an unclosed `[`) is skipped and reported
 as an IgnoreWarning. The user's global excludes file is not read, so an index is the same
 on every machine.
@@ -13,12 +23,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
 CODEQA_IGNORE_FILE = ".codeqaignore"
 GITIGNORE_FILE = ".gitignore"
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # absent on Windows, where FIFOs are not files
 
 # ---------------------------------------------------------------------------
 # Ignore rules
@@ -284,28 +296,45 @@ def _layer(
     return _IgnoreLayer(tuple(reversed(files)), tuple(reversed(folders)), strip, prepend)
 
 
+@dataclass(frozen=True, slots=True)
 class IgnoreRules:
-    """Layers checked from highest precedence down; the first that matches decides."""
+    """Ignore layers in four groups, each checked from highest precedence down (the first
+    layer that matches decides for its group); see the module docstring for who may say what.
+    """
 
-    def __init__(self, layers: tuple[_IgnoreLayer, ...]) -> None:
-        self._layers = layers  # highest precedence first
+    git: tuple[_IgnoreLayer, ...] = ()  # committed .gitignore files, deepest first
+    exclude: tuple[_IgnoreLayer, ...] = ()  # .git/info/exclude: the user's own
+    added: tuple[_IgnoreLayer, ...] = ()  # .codeqaignore: may only exclude more
+    trusted: tuple[_IgnoreLayer, ...] = ()  # the caller's extra_ignore: decides outright
 
-    def with_layer_below(self, top: int, layer: _IgnoreLayer) -> IgnoreRules:
-        """A copy with `layer` inserted after the first `top` layers (the overriding ones)."""
-        layers = self._layers
-        return IgnoreRules(layers[:top] + (layer,) + layers[top:])
+    def with_deeper(self, layer: _IgnoreLayer) -> IgnoreRules:
+        """A copy with a deeper folder's committed file, which overrides the shallower ones."""
+        return replace(self, git=(layer, *self.git))
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
-        for layer in self._layers:
-            decision = layer.decide(rel, is_dir)
-            if decision is not None:
-                return decision
-        return False
+        trusted = _first_decision(self.trusted, rel, is_dir)
+        if trusted is not None:
+            return trusted
+        return any(
+            _first_decision(group, rel, is_dir) is True
+            for group in (self.git, self.exclude, self.added)
+        )
+
+
+def _first_decision(layers: tuple[_IgnoreLayer, ...], rel: str, is_dir: bool) -> bool | None:
+    for layer in layers:
+        decision = layer.decide(rel, is_dir)
+        if decision is not None:
+            return decision
+    return None
 
 
 def _read_patterns(path: str) -> list[str] | None:
     try:
-        with open(path, "rb") as handle:
+        # O_NONBLOCK: an ignore file that is a link to a FIFO would otherwise wait forever.
+        with os.fdopen(os.open(path, os.O_RDONLY | _O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None  # a FIFO or a device: no rules from it
             raw = handle.read()
     except OSError:
         return None  # absent or unreadable: no rules from it, like git
@@ -321,46 +350,47 @@ def layer_from_file(
     return _layer(lines, source, warnings, strip, prepend)
 
 
-def _enclosing_git_layers(root: Path, warnings: list[IgnoreWarning]) -> list[_IgnoreLayer]:
-    """.gitignore files of folders above `root` inside the same git work tree, deepest first."""
+def _enclosing_git_layers(
+    root: Path, warnings: list[IgnoreWarning]
+) -> tuple[list[_IgnoreLayer], _IgnoreLayer | None]:
+    """.gitignore files of folders above `root` inside the same git work tree, deepest first,
+    and that work tree's .git/info/exclude."""
     layers: list[_IgnoreLayer] = []
     below = ""
     current = root
     while not os.path.exists(os.path.join(current, ".git")):
         parent = current.parent
         if parent == current:
-            return []  # not inside a git work tree: nothing above applies
+            return [], None  # not inside a git work tree: nothing above applies
         below = f"{current.name}/{below}"
         current = parent
         path = os.path.join(current, GITIGNORE_FILE)
         layer = layer_from_file(path, os.path.relpath(path, root), warnings, prepend=below)
         if layer is not None:
             layers.append(layer)
+    exclude = None
     if below:
         path = os.path.join(current, ".git", "info", "exclude")
-        exclude = layer_from_file(path, os.path.relpath(path, root), warnings, prepend=below)
-        if exclude is not None:
-            layers.append(exclude)
-    return layers
+        source = os.path.relpath(path, root)
+        exclude = layer_from_file(path, source, warnings, prepend=below)
+    return layers, exclude
 
 
 def initial_rules(
     root: Path, extra_ignore: tuple[str, ...], warnings: list[IgnoreWarning]
-) -> tuple[IgnoreRules, int]:
-    """Rules before any .gitignore under root is read, and how many layers override those."""
-    overriding: list[_IgnoreLayer] = []
-    if extra_ignore:
-        overriding.append(_layer(list(extra_ignore), "extra_ignore", warnings))
+) -> IgnoreRules:
+    """The rules before any .gitignore under root is read."""
+    trusted = (_layer(list(extra_ignore), "extra_ignore", warnings),) if extra_ignore else ()
     codeqa = layer_from_file(os.path.join(root, CODEQA_IGNORE_FILE), CODEQA_IGNORE_FILE, warnings)
-    if codeqa is not None:
-        overriding.append(codeqa)
-    below: list[_IgnoreLayer] = []
     exclude_path = os.path.join(root, ".git", "info", "exclude")
     exclude = layer_from_file(exclude_path, ".git/info/exclude", warnings)
-    below.extend(_enclosing_git_layers(Path(os.path.realpath(root)), warnings))
-    if exclude is not None:
-        below.append(exclude)
-    return IgnoreRules(tuple(overriding + below)), len(overriding)
+    enclosing, enclosing_exclude = _enclosing_git_layers(Path(os.path.realpath(root)), warnings)
+    return IgnoreRules(
+        git=tuple(enclosing),
+        exclude=tuple(layer for layer in (exclude, enclosing_exclude) if layer is not None),
+        added=(codeqa,) if codeqa is not None else (),
+        trusted=trusted,
+    )
 
 
 GITATTRIBUTES_FILE = ".gitattributes"

@@ -5,14 +5,20 @@ What a reader sees is what gets indexed:
 - Ignore rules follow git: every `.gitignore` (each relative to its own directory, deeper
   files overriding shallower ones), `.git/info/exclude`, the `.gitignore` files of an
   enclosing repository when `root` is a sub-folder of one, plus an optional `.codeqaignore`
-  at the root and `DiscoverOptions.extra_ignore` (both overriding git's rules, so they can
-  also re-include with `!pattern`). Patterns are matched by our own wildmatch-style matcher
-  (ignore.py) in time at most proportional to pattern length times path length, whatever a hostile
-  .gitignore holds; a line git would never match (`!`, a trailing `\\`, an unclosed `[`) is
-  skipped and yielded as an IgnoreWarning. Ignored folders are not entered: git cannot
-  re-include a file whose parent folder is excluded. tests/test_discover.py checks the result
-  against `git ls-files --others --exclude-standard`. The user's global excludes file is not
-  read, so an index is the same on every machine.
+  at the root, which can only exclude more, and `DiscoverOptions.extra_ignore`, the
+  caller's own, which decide outright (ignore.py says who may say what). Patterns are
+  matched by our own wildmatch-style matcher (ignore.py) in time at most proportional to
+  pattern length times path length, whatever a hostile .gitignore holds; a line git would
+  never match (`!`, a trailing `\\`, an unclosed `[`) is skipped and yielded as an
+  IgnoreWarning. Ignored folders are not entered: git cannot re-include a file whose parent
+  folder is excluded. tests/test_discover.py checks the result against `git ls-files
+  --others --exclude-standard`. The user's global excludes file is not read, so an index is
+  the same on every machine.
+- Symlinks are followed only inside the root, and a link is judged by where it leads as
+  well as by its own name: a link to an ignored, secret or otherwise skipped file, into or
+  at such a folder, at any depth and through any chain of links, is skipped for the same
+  reason as its target, and so is every entry of a linked folder whose real path the walk
+  would skip. What git keeps out is not reached through another name.
 - Secrets: by name (SECRET_FILE_PATTERNS, SECRET_DIRS) and by content (discovery/secrets.py):
   a file holding a private-key block is skipped as SECRET; a credential literal inside any
   other file is replaced by «redacted» in `read_source`, so every reader sees the same text.
@@ -92,7 +98,9 @@ ALWAYS_SKIPPED_DIR_SUFFIXES = (".egg-info",)  # setuptools metadata: `<project>.
 
 # A folder holding one of these is an environment or a cache, whatever its name: pyvenv.cfg
 # marks every virtualenv (`venv/`, `env/`, `.env3/`), conda-meta every conda env, and
-# CACHEDIR.TAG (bford.org/cachedir) is written by cargo into target/ and by other tools.
+# CACHEDIR.TAG (bford.org/cachedir) is written by cargo into target/, by other tools and
+# by codeqa into every index folder. Its name alone counts (the standard also asks for a
+# signature line): a repository can hide only its own files with it.
 SKIP_DIR_MARKERS = frozenset({"pyvenv.cfg", "conda-meta", "CACHEDIR.TAG"})
 # `vendor/` is only skipped when a package manager owns it: Go modules or Composer.
 VENDOR_DIR_MARKERS = frozenset({"modules.txt", "autoload.php"})
@@ -329,8 +337,10 @@ class _Walk:
         self.options = options
         self.known = known
         self.warnings: list[IgnoreWarning] = []
-        self.rules, self.overriding = initial_rules(root, options.extra_ignore, self.warnings)
-        self.attributes = IgnoreRules(())
+        self.rules = initial_rules(root, options.extra_ignore, self.warnings)
+        self.attributes = IgnoreRules()
+        # Real folders opened to judge a symlink's target, by path relative to the root.
+        self._real_folders: dict[str, _Folder | SkipReason] = {}
 
     def run(self) -> Iterator[ScannedItem]:
         """Depth first with an explicit stack (no recursion limit on deep trees)."""
@@ -363,7 +373,13 @@ class _Walk:
         return taken
 
     def _open(
-        self, path: str, rel_dir: str, real: str, rules: IgnoreRules, attributes: IgnoreRules
+        self,
+        path: str,
+        rel_dir: str,
+        real: str,
+        rules: IgnoreRules,
+        attributes: IgnoreRules,
+        warnings: list[IgnoreWarning] | None = None,
     ) -> _Folder | SkippedFile:
         """List a folder and add its .gitignore, or say why it is not entered."""
         try:
@@ -377,16 +393,17 @@ class _Walk:
         if GITIGNORE_FILE in names:
             source = rel_dir + GITIGNORE_FILE
             gitignore = os.path.join(path, GITIGNORE_FILE)
-            layer = layer_from_file(gitignore, source, self.warnings, strip=rel_dir)
+            found = self.warnings if warnings is None else warnings
+            layer = layer_from_file(gitignore, source, found, strip=rel_dir)
             if layer is not None:
-                rules = rules.with_layer_below(self.overriding, layer)
+                rules = rules.with_deeper(layer)
         if GITATTRIBUTES_FILE in names and not self.options.include_generated:
             source = rel_dir + GITATTRIBUTES_FILE
             marks = attributes_layer_from_file(
                 os.path.join(path, GITATTRIBUTES_FILE), source, strip=rel_dir
             )
             if marks is not None:
-                attributes = attributes.with_layer_below(0, marks)  # deeper files decide first
+                attributes = attributes.with_deeper(marks)
         return _Folder(iter(entries), path, rel_dir, real, rules, attributes, frozenset(names))
 
     def _visit(
@@ -411,18 +428,18 @@ class _Walk:
                 return outcome
             real = target = outcome
             is_dir = os.path.isdir(real)
+        real = real or os.path.join(folder.real, name)
         if is_dir:
-            skipped = self._skip_dir(name, rel, folder.rules)
+            skipped = self._skip_dir(name, rel, folder.rules, real)
             if skipped is not None:
                 return skipped
-            real = real or os.path.join(folder.real, name)
             if real in on_stack:
                 return SkippedFile(rel + "/", SkipReason.SYMLINK_LOOP)
             return self._open(target, rel + "/", real, folder.rules, folder.attributes)
         return self._scan_file(name, rel, target, folder, real)
 
     def _scan_file(
-        self, name: str, rel: str, path: str, folder: _Folder, real: str | None
+        self, name: str, rel: str, path: str, folder: _Folder, real: str
     ) -> SourceFile | SkippedFile | UnchangedFile:
         """_read_file, unless the file's stamp equals the one the index recorded."""
         known = self.known.get(rel)
@@ -437,13 +454,16 @@ class _Walk:
     def _skip_by_path(
         self, name: str, rel: str, folder: _Folder, real: str | None
     ) -> SkippedFile | None:
-        reason = self._skip_file_reason(name, rel, folder.rules, real)
+        """Why the file is skipped by its path, and (given `real`) by its target's path."""
+        reason = self._skip_file_reason(name, rel, folder.rules)
         if reason is None and not self.options.include_generated:
             reason = generated_by_path(rel, folder.attributes, self.root, folder.names)
+        if reason is None and real is not None and self._reached_by_another_name(rel, real):
+            reason = self._target_skip(real, is_dir=False)
         return SkippedFile(rel, reason) if reason is not None else None
 
     def _read_file(
-        self, name: str, rel: str, path: str, folder: _Folder, real: str | None
+        self, name: str, rel: str, path: str, folder: _Folder, real: str
     ) -> SourceFile | SkippedFile:
         skipped = self._skip_by_path(name, rel, folder, real)
         if skipped is not None:
@@ -488,16 +508,16 @@ class _Walk:
                 is_dir = os.path.isdir(link_real)
             else:
                 is_dir = stat.S_ISDIR(info.st_mode)
+            real = link_real or os.path.join(real, name)
             if depth == len(parts) - 1:
                 if is_dir:
                     return SkippedFile(rel, SkipReason.NOT_A_PATH)
-                return self._read_file(name, rel, entry, folder, link_real)
+                return self._read_file(name, rel, entry, folder, real)
             if not is_dir:
                 return SkippedFile(rel, SkipReason.NOT_A_PATH)
-            skipped = self._skip_dir(name, part_rel, folder.rules)
+            skipped = self._skip_dir(name, part_rel, folder.rules, real)
             if skipped is not None:
                 return SkippedFile(rel, skipped.reason)
-            real = link_real or os.path.join(real, name)
             if real in on_way:
                 return SkippedFile(rel, SkipReason.SYMLINK_LOOP)
             on_way.add(real)
@@ -530,6 +550,56 @@ class _Walk:
             return SkippedFile(rel, SkipReason.IGNORED)
         return real
 
+    def _reached_by_another_name(self, rel: str, real: str) -> bool:
+        """Whether `real` is not simply root/rel: a symlink, or inside a linked folder."""
+        return real != os.path.join(self.root_real, rel)
+
+    def _target_skip(self, real: str, is_dir: bool) -> SkipReason | None:
+        """Why the walk would skip `real` (a path inside the root) reached by its own path.
+
+        Only path rules apply (ignore files, skipped folders, secret names ...): the content
+        is read once, through the link, under the rules every file meets.
+        """
+        rel = os.path.relpath(real, self.root_real).replace(os.sep, "/")
+        if rel == ".":
+            return None  # the root itself: a loop, which the walk reports as one
+        if is_dir:
+            folder = self._real_folder(rel)
+            return folder if isinstance(folder, SkipReason) else None
+        parent_rel, _, name = rel.rpartition("/")
+        parent = self._real_folder(parent_rel)
+        if isinstance(parent, SkipReason):
+            return parent
+        skipped = self._skip_by_path(name, rel, parent, None)
+        return skipped.reason if skipped is not None else None
+
+    def _real_folder(self, rel: str) -> _Folder | SkipReason:
+        """The folder at root/rel (no symlinks on the way) as the walk would open it, or why
+        the walk never enters it; each folder is opened once per walk."""
+        cached = self._real_folders.get(rel)
+        if cached is not None:
+            return cached
+        found: _Folder | SkipReason | SkippedFile
+        real = os.path.join(self.root_real, rel) if rel else self.root_real
+        discarded: list[IgnoreWarning] = []  # the walk reports them where it lists the folder
+        if not rel:
+            found = self._open(self.root, "", real, self.rules, self.attributes, discarded)
+        else:
+            parent_rel, _, name = rel.rpartition("/")
+            parent = self._real_folder(parent_rel)
+            if isinstance(parent, SkipReason):
+                found = parent
+            elif name in VCS_DIRS:
+                found = SkipReason.IGNORED
+            else:
+                found = self._skip_dir(name, rel, parent.rules, None) or self._open(
+                    real, rel + "/", real, parent.rules, parent.attributes, discarded
+                )
+        if isinstance(found, SkippedFile):
+            found = found.reason
+        self._real_folders[rel] = found
+        return found
+
     def _is_tool_dir(self, rel_dir: str, names: set[str]) -> bool:
         if names & SKIP_DIR_MARKERS:
             return True
@@ -537,22 +607,25 @@ class _Walk:
             names & VENDOR_DIR_MARKERS
         )
 
-    def _skip_dir(self, name: str, rel: str, rules: IgnoreRules) -> SkippedFile | None:
-        if name in ALWAYS_SKIPPED_DIRS or name.endswith(ALWAYS_SKIPPED_DIR_SUFFIXES):
-            return SkippedFile(rel + "/", SkipReason.IGNORED)
-        if not self.options.include_secrets and name in SECRET_DIRS:
-            return SkippedFile(rel + "/", SkipReason.SECRET)
-        if rules.ignored(rel, is_dir=True):
-            return SkippedFile(rel + "/", SkipReason.IGNORED)
-        return None
-
-    def _skip_file_reason(
+    def _skip_dir(
         self, name: str, rel: str, rules: IgnoreRules, real: str | None
-    ) -> SkipReason | None:
-        if not self.options.include_secrets and (
-            _is_secret_name(name) or (real is not None and _is_secret_name(os.path.basename(real)))
-        ):
-            return SkipReason.SECRET  # a link to .env is as secret as .env
+    ) -> SkippedFile | None:
+        """Why a folder is not entered, by its path and (given `real`) by its target's."""
+        reason = None
+        if name in ALWAYS_SKIPPED_DIRS or name.endswith(ALWAYS_SKIPPED_DIR_SUFFIXES):
+            reason = SkipReason.IGNORED
+        elif not self.options.include_secrets and name in SECRET_DIRS:
+            reason = SkipReason.SECRET
+        elif rules.ignored(rel, is_dir=True):
+            reason = SkipReason.IGNORED
+        elif real is not None and self._reached_by_another_name(rel, real):
+            reason = self._target_skip(real, is_dir=True)
+        return SkippedFile(rel + "/", reason) if reason is not None else None
+
+    def _skip_file_reason(self, name: str, rel: str, rules: IgnoreRules) -> SkipReason | None:
+        # A link to .env is as secret as .env: _skip_by_path judges a link's target too.
+        if not self.options.include_secrets and _is_secret_name(name):
+            return SkipReason.SECRET
         if _is_lock_file(name):
             return SkipReason.LOCK_FILE
         if not self.options.include_data_files and name.lower().endswith(DATA_FILE_SUFFIXES):

@@ -17,7 +17,9 @@ from codeqa.retrieval.graph.records import (
 from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore
 
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
-GRAPH_VERSION = 3  # 3: definitions keep the class a function declares it returns
+# 3: definitions keep the class a function declares it returns; 4: top-level variables are
+# definitions, `export … from` re-exports are imports, Rust impls of `&'a mut T` name T.
+GRAPH_VERSION = 4
 
 __all__ = [
     "AMBIGUOUS",

@@ -16,6 +16,7 @@ from codeqa.retrieval.graph.records import (
     KIND_CLASS,
     KIND_FUNCTION,
     KIND_METHOD,
+    KIND_VARIABLE,
     Base,
     Call,
     Definition,
@@ -74,6 +75,7 @@ def _query(language: str) -> Query | None:
         | spec.scopes
         | spec.imports
         | spec.variable_declarators
+        | spec.variables
         | spec.bindings
         | frozenset(spec.calls)
     )
@@ -200,8 +202,11 @@ class _Walker:
             if opened is None and kind in spec.bindings:  # `const s = new Session()`
                 self.binding_nodes.append((node, scope.caller))
             return opened
-        elif kind in spec.bindings:
-            self.binding_nodes.append((node, scope.caller))
+        else:
+            if kind in spec.variables and scope.caller is None:  # not inside a function
+                self._variables(node, scope.names)
+            if kind in spec.bindings:
+                self.binding_nodes.append((node, scope.caller))
         return None
 
     # -- definitions --
@@ -235,9 +240,33 @@ class _Walker:
         name = _text(name_node)
         return name if name and "\n" not in name else None
 
+    def _variables(self, node: Node, scope: tuple[str, ...]) -> None:
+        """`X = …` at module level (each of `a, b = …`), a Rust `const`/`static` (in an impl:
+        `Type.X`), a Go `const`/`var` spec (each of `a, b = …`)."""
+        if self.language == "python":
+            left = node.child_by_field_name("left")
+            if left is None:
+                return
+            names = [left] if left.type == "identifier" else []
+            if left.type in ("pattern_list", "tuple_pattern", "list_pattern"):
+                names = [child for child in left.named_children if child.type == "identifier"]
+        else:
+            names = node.children_by_field_name("name")
+        for name in names:
+            self._add_variable(name, node, scope)
+
+    def _add_variable(self, name: Node, node: Node, scope: tuple[str, ...]) -> None:
+        text = _text(name)
+        if text.isidentifier():
+            qualname = ".".join((*scope, text))
+            definition = Definition(
+                self.facts.path, qualname, KIND_VARIABLE, _line(node), node.end_point[0] + 1
+            )
+            self.facts.definitions.append(definition)
+
     def _rust_impl(self, node: Node, scope: tuple[str, ...]) -> _Scope:
         """`impl Trait for Type { fn m … }`: methods are `Type.m`; Type inherits Trait."""
-        type_name = _strip_generics(_text(node.child_by_field_name("type")))
+        type_name = _rust_type_name(node.child_by_field_name("type"))
         trait = node.child_by_field_name("trait")
         if type_name and trait is not None:
             base = _strip_generics(_text(trait))
@@ -251,7 +280,11 @@ class _Walker:
         """`const f = () => …` is a definition (returns its scope); `require("m")` an import."""
         name_node = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
-        if name_node is None or value is None:
+        if name_node is None:
+            return None
+        if value is None:  # `let x;`
+            if not scope and name_node.type == "identifier" and _js_top_level(node):
+                self._add_variable(name_node, node, scope)
             return None
         if value.type in ("arrow_function", "function_expression", "function", "class"):
             if name_node.type != "identifier":
@@ -288,6 +321,8 @@ class _Walker:
                             part.child_by_field_name("value"),
                         )
                         self._add_import(module, _text(key), _text(alias), line)
+        elif not scope and name_node.type == "identifier" and _js_top_level(node):
+            self._add_variable(name_node, node, scope)
         return None
 
     # -- what names are bound to (Python, JS/TS) --
@@ -454,6 +489,11 @@ class _Walker:
             path = _text(node.child_by_field_name("path")).strip('"`')
             alias = _text(node.child_by_field_name("name")) or path.rsplit("/", 1)[-1]
             self._add_import(path, None, alias, line)
+        elif language == "rust" and node.type == "mod_item":
+            # `mod a;` binds a, the child module in a.rs or a/mod.rs; `mod a { … }` is inline.
+            if node.child_by_field_name("body") is None:
+                name = _text(node.child_by_field_name("name"))
+                self._add_import("self", name, name, line)
         elif language == "rust":
             argument = node.child_by_field_name("argument")
             if argument is not None:
@@ -492,6 +532,9 @@ class _Walker:
                 self._add_import(module, name, _text(child.child_by_field_name("alias")), line)
 
     def _js_import(self, node: Node, line: int) -> None:
+        if node.type == "export_statement":
+            self._js_reexport(node, line)
+            return
         module = _text(node.child_by_field_name("source")).strip("'\"`")
         clause = next((c for c in node.named_children if c.type == "import_clause"), None)
         if clause is None:
@@ -511,6 +554,27 @@ class _Walker:
                     self._add_import(
                         module, name, _text(spec.child_by_field_name("alias")) or name, line
                     )
+
+    def _js_reexport(self, node: Node, line: int) -> None:
+        """`export * from "m"`, `export * as ns from "m"`, `export {a, b as c} from "m"`: the
+        names the barrel file exports, bound as imports, which resolution follows."""
+        source = node.child_by_field_name("source")
+        if source is None:  # `export function …`, `export {a}`: definitions, not imports
+            return
+        module = _text(source).strip("'\"`")
+        for child in node.children:
+            if child.type == "*":
+                self._add_import(module, None, "*", line)
+            elif child.type == "namespace_export":
+                bound = next((c for c in child.named_children if c.type == "identifier"), None)
+                self._add_import(module, None, _text(bound), line)
+            elif child.type == "export_clause":
+                for spec in child.named_children:
+                    if spec.type != "export_specifier":
+                        continue
+                    name = _text(spec.child_by_field_name("name"))
+                    alias = _text(spec.child_by_field_name("alias")) or name
+                    self._add_import(module, name, alias, line)
 
     def _rust_use(self, node: Node, prefix: str, line: int) -> None:
         kind = node.type
@@ -616,6 +680,26 @@ def _require_target(value: Node) -> str | None:
         return None
     argument = arguments.named_children[0]
     return _text(argument).strip("'\"`") if argument.type == "string" else None
+
+
+def _js_top_level(declarator: Node) -> bool:
+    """Whether a `const`/`let`/`var` declarator is at the top of its module (exported or not),
+    not inside a callback or block, which the walker's scopes do not track."""
+    declaration = declarator.parent
+    holder = declaration.parent if declaration is not None else None
+    if holder is not None and holder.type == "export_statement":
+        holder = holder.parent
+    return holder is not None and holder.type == "program"
+
+
+def _rust_type_name(node: Node | None) -> str:
+    """The type an impl is for, by its own name: `Type` for `Type<W>`, `&'a mut Type<W, F>`,
+    `*const Type` and `crate::a::Type`."""
+    while node is not None and node.type in ("reference_type", "pointer_type", "generic_type"):
+        node = node.child_by_field_name("type")
+    if node is not None and node.type == "scoped_type_identifier":
+        node = node.child_by_field_name("name")
+    return _strip_generics(_text(node))
 
 
 def _strip_generics(text: str) -> str:

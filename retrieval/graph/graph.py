@@ -50,6 +50,11 @@ _JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "
 _PACKAGE_LANGUAGES = frozenset({"go", "java"})
 # File names that stand for their folder as a module.
 _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
+# Rust: where a module path starts from the importing file, and the files holding a folder's
+# module (the crate's own root is lib.rs or main.rs).
+_RUST_RELATIVE = frozenset({"crate", "self", "super"})
+_RUST_CRATE_ROOTS = ("lib.rs", "main.rs")
+_RUST_MODULE_FILES = ("mod.rs", "lib.rs", "main.rs")
 
 
 @dataclass(slots=True)
@@ -136,9 +141,11 @@ class Graph:
         """Definitions named `symbol`: a name (`get`) or a dotted tail (`Session.get`, `api.get`).
 
         A dotted symbol may start with module names: `requests.api.get` is `get` in a file
-        whose path ends in requests/api.*.
+        whose path ends in requests/api.*. Rust's and C++'s `::` reads as a dot
+        (`RecursionGuard::new`).
         """
         self._forget_if_changed()
+        symbol = symbol.replace("::", ".")
         name = symbol.rsplit(".", 1)[-1]
         found = self._store.definitions_named(name)
         if "." in symbol:
@@ -151,6 +158,19 @@ class Graph:
     def callers(self, symbol: str) -> list[Reference]:
         """Call sites resolved (or ambiguously resolved) to a definition of `symbol`."""
         return self._calls_into(self._require(symbol), include_unresolved=False)
+
+    @_serialized
+    def language_of(self, path: str) -> str | None:
+        """The language `path` was read as; None for a file the graph has no rows of."""
+        self._forget_if_changed()
+        return self._file_languages().get(path)
+
+    @_serialized
+    def unresolved_calls(self, symbol: str) -> list[Reference]:
+        """Calls by `symbol`'s name that resolve to no definition: `references` lists them
+        with the rest; `callers` leaves them out."""
+        found = self._calls_into(self._require(symbol), include_unresolved=True)
+        return [reference for reference in found if reference.resolution == UNRESOLVED]
 
     @_serialized
     def references(self, symbol: str) -> list[Reference]:
@@ -221,7 +241,8 @@ class Graph:
             found: list[Definition] = []
             for reference in self._calls_into(frontier, include_unresolved=False):
                 caller = reference.context
-                if caller is not None and caller not in seen and caller.path not in paths:
+                # Callers in the target's own file count too: a file's helpers break with it.
+                if caller is not None and caller not in seen:
                     seen.add(caller)
                     found.append(caller)
             callers.extend(found)
@@ -353,6 +374,8 @@ class Graph:
                 for imported in imports:
                     found.extend(self._through_import(path, imported, parts[end:], hops))
                 return found
+        if context.language == "rust" and parts[0] in ("crate", "super") and len(parts) > 1:
+            return self._rust_path(path, parts, hops)
         found = []
         for imported in context.star_imports:
             files = self._module_files(path, context.language, imported.module)
@@ -395,7 +418,21 @@ class Graph:
             elif hops > 0 and parts and parts[0] in context.imports:
                 for imported in context.imports[parts[0]]:
                     found.extend(self._through_import(path, imported, parts[1:], hops))
+            elif hops > 0 and parts:  # a barrel: `export * from "./m"`, `from .m import *`
+                for imported in context.star_imports:
+                    starred = self._module_files(path, context.language, imported.module)
+                    found.extend(self._lookup(starred, parts, hops - 1))
         return found
+
+    def _rust_path(self, path: str, parts: list[str], hops: int) -> list[Definition]:
+        """A path-qualified name, `crate::a::f()` or `super::f()`: `f` in the longest module
+        prefix with files. (`a::f()` for a child module follows its `mod a;`, an import;
+        `self::` is left alone, spelled as `self.` method calls are.)"""
+        for end in range(len(parts) - 1, 0, -1):
+            files = self._module_files(path, "rust", ".".join(parts[:end]))
+            if files:
+                return self._lookup(files, parts[end:], hops)
+        return []
 
     def _method(self, path: str, owner: str, method: str, hops: int) -> list[Definition]:
         """`owner.method` in `path`, else in the first base class (resolved) that has it."""
@@ -562,7 +599,9 @@ class Graph:
                 if not p.endswith("_test.go")
             ]
         if language == "rust":
-            parts = [p for p in module.split(".") if p not in ("crate", "self", "super")]
+            if module.split(".", 1)[0] in _RUST_RELATIVE:
+                return self._rust_relative_files(importer, module.split("."))
+            parts = [p for p in module.split(".") if p not in _RUST_RELATIVE]
             body = "/".join(parts)
             if not body:
                 return self._rooted(("src/lib.rs", "src/main.rs"), None)
@@ -570,6 +609,32 @@ class Graph:
         if language == "java":
             return self._rooted((module.replace(".", "/") + ".java",), None)
         return []
+
+    def _rust_relative_files(self, importer: str, parts: list[str]) -> list[str]:
+        """The files of module `crate::…`, `self::…` or `super::…` as `importer` writes it.
+
+        A module is a folder's worth of names: `src/a/b.rs` is module src/a/b (its children
+        live in src/a/b/), `src/a/mod.rs` is src/a; its super is the folder above; the crate
+        is the nearest folder up holding lib.rs or main.rs.
+        """
+        languages = self._file_languages()
+        folder, name = posixpath.split(importer)
+        stem = name.rsplit(".", 1)[0]
+        here = folder if stem in _FOLDER_MODULES or stem == "main" else posixpath.join(folder, stem)
+        rest = list(parts)
+        if rest[0] == "crate":
+            rest.pop(0)
+            while not any(posixpath.join(folder, root) in languages for root in _RUST_CRATE_ROOTS):
+                if not folder:
+                    return []
+                folder = posixpath.dirname(folder)
+            here = folder
+        while rest and rest[0] in ("self", "super"):
+            if rest.pop(0) == "super":
+                here = posixpath.dirname(here)
+        module = posixpath.join(here, *rest) if rest else here
+        candidates = [f"{module}.rs", *(f"{module}/{leaf}" for leaf in _RUST_MODULE_FILES)]
+        return [candidate for candidate in candidates if candidate in languages]
 
     def _rooted(self, candidates: Iterable[str], package_marker: str | None) -> list[str]:
         """Files ending in one of `candidates` at a source root, not inside another package.

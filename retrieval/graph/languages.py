@@ -24,8 +24,12 @@ class GraphSpec:
     self_names: frozenset[str]
     # Containers that name the scope of their members without being definitions (Rust impl).
     scopes: frozenset[str] = _fs()
-    # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m.
+    # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m; any other
+    # top-level `const`/`let`/`var` defines a variable.
     variable_declarators: frozenset[str] = _fs()
+    # What defines a variable or constant outside any function: Python's module-level
+    # assignments, Rust's `const`/`static`, Go's `const`/`var`.
+    variables: frozenset[str] = _fs()
     # Python, JS/TS: what binds a name, to a class (`s = Session()`, `s = new Session()`,
     # `s: Session`), to a function's result (`s = make()`) or to something unknown (`for s
     # in …`), so that `s.send()` can be followed to Session.send, or not.
@@ -50,7 +54,8 @@ _JS = GraphSpec(
         }
     ),
     calls={"call_expression": "function", "new_expression": "constructor"},
-    imports=_fs({"import_statement"}),
+    # An `export … from` re-exports a module's names, as an import would bind them.
+    imports=_fs({"import_statement", "export_statement"}),
     self_names=_fs({"this"}),
     variable_declarators=_fs({"variable_declarator"}),
     bindings=_fs(
@@ -73,6 +78,7 @@ SPECS: dict[str, GraphSpec] = {
         calls={"call": "function"},
         imports=_fs({"import_statement", "import_from_statement"}),
         self_names=_fs({"self", "cls"}),
+        variables=_fs({"assignment"}),
         bindings=_fs(
             {
                 "assignment",
@@ -93,14 +99,16 @@ SPECS: dict[str, GraphSpec] = {
         calls={"call_expression": "function"},
         imports=_fs({"import_spec"}),
         self_names=_fs(),
+        variables=_fs({"const_spec", "var_spec"}),
     ),
     "rust": GraphSpec(
         functions=_fs({"function_item", "function_signature_item"}),
         classes=_fs({"struct_item", "enum_item", "union_item", "trait_item"}),
         calls={"call_expression": "function"},
-        imports=_fs({"use_declaration"}),
+        imports=_fs({"use_declaration", "mod_item"}),
         self_names=_fs({"self", "Self"}),
         scopes=_fs({"impl_item"}),
+        variables=_fs({"const_item", "static_item"}),
     ),
     "java": GraphSpec(
         functions=_fs({"method_declaration", "constructor_declaration"}),

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 KIND_CLASS = "class"
 KIND_FUNCTION = "function"
 KIND_METHOD = "method"
+# A module-level (or Rust associated) constant or variable: `MAX = 3`, `export const x`.
+KIND_VARIABLE = "variable"
 
 # How a call site's callee name was matched to definitions (see graph.py).
 RESOLVED = "resolved"
@@ -16,7 +18,8 @@ UNRESOLVED = "unresolved"  # only the name as written is known
 
 @dataclass(frozen=True, slots=True)
 class Definition:
-    """A function, method or class: `qualname` joins the enclosing names (`Session.request`)."""
+    """A function, method, class or top-level variable: `qualname` joins the enclosing names
+    (`Session.request`)."""
 
     path: str
     qualname: str

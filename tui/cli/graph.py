@@ -24,6 +24,7 @@ from codeqa.tui.graph_text import (
     impact_to_json,
     references_lines,
     references_to_json,
+    unresolved_hint,
 )
 
 
@@ -70,14 +71,18 @@ def run(args: argparse.Namespace) -> int:
                 print("\n".join(impact_lines(impact)))
             return 0
         definitions = graph.definitions(args.target)
-        references = (
-            graph.references(args.target)
-            if args.graph_command == "refs"
-            else graph.callers(args.target)
-        )
+        unresolved = 0
+        if args.graph_command == "refs":
+            references = graph.references(args.target)
+        else:
+            references = graph.callers(args.target)
+            unresolved = len(graph.unresolved_calls(args.target))
     if args.json:
         print(json.dumps(references_to_json(args.target, definitions, references)))
-    else:
-        relation = "references" if args.graph_command == "refs" else "callers"
-        print("\n".join(references_lines(definitions, references, relation)))
+        return 0
+    relation = "references" if args.graph_command == "refs" else "callers"
+    lines = references_lines(definitions, references, relation)
+    if unresolved:
+        lines.append(unresolved_hint(unresolved, args.target, f"`codeqa refs {args.target}`"))
+    print("\n".join(lines))
     return 0

@@ -91,7 +91,8 @@ def build_server(service: IndexService) -> MCPServer:
 
     @server.tool(structured_output=False)
     def find_symbol(name: str) -> CallToolResult:
-        """Where a function, class or method is defined: path:start-end, kind and signature.
+        """Where a function, class, method or top-level constant is defined: path:start-end,
+        kind, signature and the chunk holding it.
 
         Use instead of grepping for "def name" or "class name"; `name` may be qualified,
         e.g. "JSONDecoder.decode".

@@ -87,6 +87,7 @@ class SymbolDefinition:
     symbol: str | None
     kind: str
     signature: str | None
+    chunk: str  # path:start-end of the chunk holding the definition, as search cites it
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,18 +249,19 @@ class IndexService:
         if len(name) > 1_000:
             raise ToolInputError(f"name is {len(name):,} characters; a symbol name is shorter")
         with self._borrow() as index:
-            chunks = index.find_symbol(name.strip())
+            sites = index.definition_sites(name.strip())
         return [
             SymbolDefinition(
-                chunk.location,
-                chunk.path,
-                chunk.start_line,
-                chunk.end_line,
-                chunk.symbol,
-                str(chunk.kind),
-                chunk.signature,
+                site.location,
+                site.path,
+                site.start_line,
+                site.end_line,
+                site.symbol,
+                site.kind,
+                site.signature,
+                site.chunk.location,
             )
-            for chunk in chunks
+            for site in sites
         ]
 
     def code_graph(
