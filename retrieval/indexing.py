@@ -317,21 +317,6 @@ def _refresh_graph(
     report.seconds_graph += time.perf_counter() - started
 
 
-def refresh_for_keywords(
-    repo: Path, settings: IndexSettings, progress: ProgressCallback | None = None
-) -> IndexReport | None:
-    """Bring the index up to date for keyword search, leaving vectors for later.
-
-    What every interface runs before it answers. None when another codeqa process holds
-    the index (`codeqa index`, the chat's vector fill): the caller then uses the index as
-    it is, and reads still refuse any file that changed since it was indexed.
-    """
-    try:
-        return build_index(repo, settings, progress, embed=False)
-    except IndexBusy:
-        return None
-
-
 @contextmanager
 def model_loading(embedder: Embedder, *, wanted: bool) -> Iterator[None]:
     """Load the embedding model in a background thread while the block runs.
