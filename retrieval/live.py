@@ -154,6 +154,10 @@ class LiveIndex:
         return self._index is not None
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def current(self) -> Index | None:
         """The index open now (None before the first open); `borrow` it to read from it."""
         return self._index

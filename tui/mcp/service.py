@@ -163,13 +163,10 @@ class IndexService:
 
     @contextmanager
     def _borrow(self) -> Iterator[Index]:
-        try:
-            with self.live.borrow() as index:
-                yield index
-        except IndexNotFound:
-            if self.live.is_open:
-                raise
-            raise ToolInputError("the server is shutting down") from None
+        if self.live.closed:
+            raise ToolInputError("the server is shutting down")
+        with self.live.borrow() as index:
+            yield index
 
     def search(
         self,
@@ -325,10 +322,9 @@ class IndexService:
     def refresh(self) -> RefreshResult:
         # Searches go on against the open index while the files are re-read (as the CLI
         # searches while `codeqa index` runs); only the swap to the reopened index waits.
-        try:
-            report = self.live.refresh()
-        except IndexNotFound:
-            raise ToolInputError("the server is shutting down") from None
+        if self.live.closed:
+            raise ToolInputError("the server is shutting down")
+        report = self.live.refresh()
         if report is None:
             with self._borrow() as index:
                 return RefreshResult(0, 0, index.chunk_count, busy=True)
