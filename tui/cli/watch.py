@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from codeqa.tui.cli.common import (
     REPO_HELP,
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.retrieval.config import index_dir_for
     from codeqa.retrieval.errors import CodeqaError
     from codeqa.retrieval.indexing import discover_options
-    from codeqa.retrieval.live import LiveIndex
+    from codeqa.retrieval.live import LiveIndex, Refreshed
     from codeqa.tui.cli.progress import ProgressPrinter
     from codeqa.tui.memory import limit_malloc_arenas
     from codeqa.tui.watching import change_batches
@@ -60,7 +60,23 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, root).index
     stop = threading.Event()
     live = LiveIndex(root, settings, fill=True)
-    live.subscribe(_say_filling)
+    started = [time.perf_counter()]  # when the refresh under way began
+    said_watching: list[bool] = []
+
+    def say(event: LiveEvent) -> None:
+        # Said from the event, raised before the fill starts again: its lines come after.
+        if isinstance(event, Refreshed):
+            report = event.report
+            if not said_watching:
+                said_watching.append(True)
+                files, chunks = report.files_seen, report.chunks_total
+                _line(f"watching {root}: {files:,} files, {chunks:,} chunks")
+            elif line := refresh_line(report, time.perf_counter() - started[0]):
+                _line(line)
+        else:
+            _say_filling(event)
+
+    live.subscribe(say)
 
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():  # a second Ctrl-C: the user will not wait for a safe point
@@ -77,14 +93,12 @@ def run(args: argparse.Namespace) -> int:
             printer.close()
         if first is None:
             print(_BUSY, file=sys.stderr)
-        else:
-            print(f"watching {root}: {first.files_seen:,} files, {first.chunks_total:,} chunks")
-        sys.stdout.flush()
+            said_watching.append(True)  # what later refreshes find is said as changes
         batches = change_batches(
             root, index_dir_for(root, settings.index_dir), stop, discover_options(settings)
         )
         for _paths in batches:
-            started = time.perf_counter()
+            started[0] = time.perf_counter()
             try:
                 report = live.refresh()  # it pauses the vector fill, which holds the lock
             except CodeqaError as error:  # e.g. the disk filled: say so, keep watching
@@ -92,9 +106,6 @@ def run(args: argparse.Namespace) -> int:
             else:
                 if report is None:
                     print(_BUSY, file=sys.stderr)
-                elif line := refresh_line(report, time.perf_counter() - started):
-                    print(line)
-            sys.stdout.flush()
     finally:
         live.close()
         signal.signal(signal.SIGINT, previous)
@@ -115,13 +126,18 @@ def _say_filling(event: LiveEvent) -> None:
     from codeqa.retrieval.live import FillEnded, FillStarted
 
     if isinstance(event, FillStarted):
-        print(f"filling vectors: {_chunks(event.missing)} without one", flush=True)
+        _line(f"filling vectors: {_chunks(event.missing)} without one")
     elif isinstance(event, FillEnded) and event.complete:
-        print(f"vectors filled: {_chunks(event.missing)} in {event.seconds:.1f} s", flush=True)
+        _line(f"vectors filled: {_chunks(event.missing)} in {event.seconds:.1f} s")
     elif isinstance(event, FillEnded) and event.error:
-        print(
-            f"codeqa: warning: filling vectors failed: {event.error}", file=sys.stderr, flush=True
-        )
+        _line(f"codeqa: warning: filling vectors failed: {event.error}", sys.stderr)
+
+
+def _line(text: str, stream: TextIO | None = None) -> None:
+    """One whole line in one write: the refresh and the fill say theirs from two threads."""
+    out = sys.stdout if stream is None else stream
+    out.write(text + "\n")
+    out.flush()
 
 
 _BUSY = "codeqa: note: another codeqa process is updating this index; it is left to finish"
