@@ -20,8 +20,9 @@ CHUNKS_PER_EMBED_BATCH = 256
 CHUNKS_PER_STORE_WRITE = 4096
 
 # Rows whose vectors were just written drop out of the store's search indexes and are
-# scanned flat until the indexes are rebuilt. Rebuilding costs ~2 s on a 20k-chunk
-# store, so it is worth it after a bulk fill, not after re-indexing a few files.
+# scanned flat until the indexes are rebuilt (every indexing run ends rebuilt, for exact
+# BM25 statistics: indexing._settle_indexes). More than this many rows outside them is an
+# interrupted run that `codeqa index --check` reports.
 REINDEX_AFTER_VECTORS = 1000
 
 # Bump when the on-disk layout of an index changes incompatibly.

@@ -129,7 +129,9 @@ def _lock_held(lock_file: Path) -> bool:
     the same instant sees it as busy, as it would any other codeqa process.)
     """
     try:
-        handle = open(lock_file, "a+")  # noqa: SIM115 - closed below
+        # Opened to read: a status never writes (the index may be on a read-only mount),
+        # and a lock file that is not there is held by no one.
+        handle = open(lock_file, encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError:
         return False
     with handle:

@@ -262,10 +262,109 @@ def test_read_only_index_folder_is_one_line(small_repo, small_mount, capsys):
     subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
     code, err = run_cli(args, capsys)
     assert code == 1
-    assert err == [f"codeqa: error: cannot write the index at {directory}: read-only file system"]
+    # The scan's progress bar comes first: the index is read to find what changed.
+    assert err[-1] == f"codeqa: error: cannot write the index at {directory}: read-only file system"
+    assert not any("Traceback" in line or "error" in line for line in err[:-1])
     code, err = run_cli([*args, "--rebuild"], capsys)
     assert code == 1 and len(err) == 1 and "read-only file system" in err[0]
     with open_index(small_repo, settings_for(directory)) as index:
         assert index.search("JSONDecodeError", SearchMode.BM25, 1)
         # The code graph is still read (its WAL files cannot be written there).
         assert index.graph.callers("_decode_uXXXX")
+
+
+# ---- a read-only index, a full disk under the code graph --------------------------------
+
+
+def read_commands(repo: Path, directory: Path) -> list[list[str]]:
+    where = ["--repo", str(repo), "--index-dir", str(directory)]
+    return [
+        ["search", "JSONDecodeError", *where, "--mode", "bm25"],
+        ["search", "how are floats encoded", *where],
+        ["ask", "How are JSON strings decoded?", *where],
+        ["status", *where],
+        ["refs", "py_scanstring", *where],
+        ["callers", "_decode_uXXXX", *where],
+        ["impact", "json/decoder.py", *where],
+    ]
+
+
+def test_every_read_command_answers_from_a_read_only_index(small_repo, small_mount, capsys):
+    directory = small_mount / "index"
+    args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
+    assert run_cli(args, capsys)[0] == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    for command in read_commands(small_repo, directory):
+        code = main(command)
+        out, err = capsys.readouterr()
+        assert (code, err) == (0, ""), command
+        assert out.strip(), command
+
+
+def test_a_read_only_index_behind_the_files_says_so_in_one_line_and_answers(
+    small_repo, small_mount, capsys
+):
+    directory = small_mount / "index"
+    args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
+    assert run_cli(args, capsys)[0] == 0
+    (small_repo / "json" / "tool.py").write_text("def main():\n    return 1\n")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    note = (
+        f"codeqa: note: cannot write the index at {directory}: read-only file system; "
+        "{use} as it is"
+    )
+    for command in read_commands(small_repo, directory):
+        if command[0] == "status":
+            continue  # never updates the index: it counts the changed file instead
+        code = main(command)
+        out, err = capsys.readouterr()
+        use = "answering from it" if command[0] == "ask" else "using it"
+        assert (code, err.splitlines()) == (0, [note.format(use=use)]), command
+        assert out.strip(), command
+
+
+def test_a_full_disk_while_the_code_graph_is_written_is_one_line_and_keeps_the_graph(
+    small_mount,
+):
+    from codeqa.retrieval.errors import IndexNotWritable
+    from codeqa.retrieval.graph.extract import extract
+    from codeqa.retrieval.graph.store import GraphStore
+    from codeqa.retrieval.records import SourceFile
+
+    subprocess.run(["mount", "-o", "remount,size=2m", str(small_mount)], check=True)
+    text = "".join(f"def f{i}(x):\n    return g{i}(x) + h{i}(x)\n\n" for i in range(3000))
+    store = GraphStore(small_mount / "graph.sqlite", writable=True)
+    store.replace([], [extract(SourceFile("small.py", "python", "def f():\n    g()\n", "1"))])
+    before = store.file_hashes()
+    free = os.statvfs(small_mount)
+    (small_mount / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize - 16384))
+    big = [extract(SourceFile(f"m{n}.py", "python", text, str(n))) for n in range(4)]
+    with pytest.raises(IndexNotWritable, match=r"^cannot write the index at .*: no space left"):
+        store.replace(["small.py"], big)
+    assert store.file_hashes() == before
+    store.close()
+    (small_mount / "filler").unlink()
+    reopened = GraphStore(small_mount / "graph.sqlite")
+    assert reopened.file_hashes() == before
+    reopened.close()
+
+
+def test_the_mcp_read_tools_answer_from_a_read_only_index(small_repo, small_mount, capsys):
+    from codeqa.tui.mcp import IndexService
+    from codeqa.tui.settings import Settings
+
+    directory = small_mount / "index"
+    args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
+    assert run_cli(args, capsys)[0] == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    service = IndexService(small_repo, Settings(index=settings_for(directory)))
+    try:
+        assert service.search("JSONDecodeError", 5, "bm25", None, None, None).results
+        assert service.read("json/decoder.py", 1, 5).text
+        assert service.find_symbol("py_scanstring")
+        assert service.code_graph("_decode_uXXXX", "callers", 2).references
+        assert service.status().files == 4  # the json package, as indexed
+        assert service.refresh().files_changed == 0
+    finally:
+        service.close()
+    assert "Traceback" not in capsys.readouterr().err

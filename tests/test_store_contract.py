@@ -24,9 +24,16 @@ def _lance(directory: Path, dim: int) -> Store:
 
 
 BACKENDS: dict[str, StoreFactory] = {"lancedb": _lance, "weaviate": open_weaviate_for_test}
+# Backends that run as a server process (started once per test session) are integration tests.
+SERVER_BACKENDS = {"weaviate"}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=pytest.mark.slow) if name in SERVER_BACKENDS else name
+        for name in sorted(BACKENDS)
+    ]
+)
 def open_store(request: pytest.FixtureRequest, tmp_path: Path):
     """Opens stores of the backend under test in one directory; closes them afterwards."""
     opened: list[Store] = []

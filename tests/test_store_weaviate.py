@@ -1,34 +1,44 @@
 """The Weaviate store's own parts: naming, addressing, mapping and failing clearly.
 
 What needs a server (search, writes, fusion) is the shared contract suite in
-test_store_contract.py, which runs on Weaviate when one is reachable.
+test_store_contract.py; what only embedded Weaviate does (its data in the index folder, its
+restarts, its binary) is here.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 import re
 import socket
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from codeqa.retrieval.config import STORE_FOLDER, IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
-from codeqa.retrieval.records import Chunk, ChunkKind
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.stores import weaviate_server
 from codeqa.retrieval.stores.protocol import chunk_to_row
 from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import (
     API_KEY_ENV,
     BINARY_DIR_ENV,
-    BINARY_DOWNLOAD_HOST,
     COLLECTION_ENV,
+    EMBEDDED_DATA_FOLDER,
+    INSTALL_COMMAND,
     LOCK_NAME,
+    SERVER_VERSION,
+    build_server_binary,
     collection_name_for,
     embedded_binary_file,
     parse_server_url,
     resolve_target,
 )
+from conftest import JSON_FILES
+from weaviate_backend import weaviate_binary
 
 WEAVIATE_CLASS_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 
@@ -39,12 +49,13 @@ def _free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _online() -> bool:
-    try:
-        with socket.create_connection(BINARY_DOWNLOAD_HOST, timeout=3):
-            return True
-    except OSError:
-        return False
+def _fake_go(folder: Path, script: str) -> Path:
+    """A `go` command for PATH that runs `script` (sh) instead of building anything."""
+    folder.mkdir(parents=True, exist_ok=True)
+    go = folder / "go"
+    go.write_text(f"#!/bin/sh\n{script}\n")
+    go.chmod(0o755)
+    return folder
 
 
 def test_collection_names_are_valid_weaviate_names_and_unique_per_index_folder(tmp_path: Path):
@@ -101,7 +112,9 @@ def test_the_embedded_binary_is_looked_up_where_weaviate_client_keeps_it(tmp_pat
 
     binary = embedded_binary_file(tmp_path)
     binary.write_bytes(b"")  # present under our name: the client must not download it
-    options = EmbeddedOptions(binary_path=str(tmp_path), persistence_data_path=str(tmp_path))
+    options = EmbeddedOptions(
+        binary_path=str(tmp_path), persistence_data_path=str(tmp_path), version=SERVER_VERSION
+    )
     embedded = EmbeddedV4(options)  # starts nothing
     embedded.ensure_weaviate_binary_exists()
     assert Path(embedded._weaviate_binary_path) == binary
@@ -121,13 +134,15 @@ def test_a_refused_connection_is_one_clear_line(tmp_path: Path, monkeypatch):
     assert "connecting failed" in message
 
 
-def test_embedded_weaviate_offline_fails_fast_saying_how_to_use_a_server(
+def test_embedded_weaviate_offline_fails_fast_saying_how_to_get_the_binary(
     tmp_path: Path, monkeypatch
 ):
-    if _online():
-        pytest.skip("the binary's download host is reachable; this checks the offline path")
     for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
+    # The download host refuses, as it does offline (nothing listens on a closed port).
+    monkeypatch.setattr(
+        weaviate_server, "BINARY_DOWNLOAD_HOST", ("127.0.0.1", _free_loopback_port())
+    )
     monkeypatch.setenv(BINARY_DIR_ENV, str(tmp_path / "no-binary-here"))
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as caught:
@@ -136,8 +151,81 @@ def test_embedded_weaviate_offline_fails_fast_saying_how_to_use_a_server(
     message = str(caught.value)
     assert "\n" not in message
     assert "offline" in message
+    assert f"`{INSTALL_COMMAND}`" in message
+    assert str(embedded_binary_file(tmp_path / "no-binary-here")) in message  # or by hand
     assert "--store weaviate --weaviate-url http://host:8080" in message
-    assert str(tmp_path / "no-binary-here") in message  # where to put the binary by hand
+
+
+def test_the_server_build_moves_the_binary_into_place_in_one_step(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv(
+        "PATH", str(_fake_go(tmp_path / "bin", 'printf built > "$GOBIN/weaviate-server"'))
+    )
+    binary = build_server_binary(tmp_path / "cache")
+    assert binary == embedded_binary_file(tmp_path / "cache")
+    assert binary.read_text() == "built"
+    # Reused from then on: a second call runs no build (this `go` would fail).
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin2", "exit 1")))
+    assert build_server_binary(tmp_path / "cache") == binary
+    assert (
+        sorted(p.name for p in binary.parent.iterdir() if p.name.startswith(".codeqa-build-")) == []
+    )
+
+
+def test_a_failed_server_build_names_the_go_error_and_leaves_no_binary(tmp_path: Path, monkeypatch):
+    script = (
+        'echo "go: downloading github.com/weaviate/sroar v0.0.18"; '
+        'echo "go: github.com/weaviate/sroar@v0.0.18: 403 Forbidden" >&2; '
+        'printf partial > "$GOBIN/weaviate-server"; exit 1'
+    )
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin", script)))
+    with pytest.raises(StoreUnavailable) as caught:
+        build_server_binary(tmp_path / "cache")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "sroar@v0.0.18: 403 Forbidden" in message
+    assert f"weaviate-server@v{SERVER_VERSION}" in message
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".codeqa-build.lock"]
+
+
+def test_without_go_the_server_build_says_what_to_install(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(StoreUnavailable, match="needs the Go toolchain"):
+        build_server_binary(tmp_path / "cache")
+
+
+@pytest.mark.slow
+def test_embedded_weaviate_keeps_its_data_in_the_index_folder_across_restarts(
+    tmp_path: Path, monkeypatch
+):
+    monkeypatch.setenv(BINARY_DIR_ENV, str(weaviate_binary().parent))
+    monkeypatch.delenv("CODEQA_WEAVIATE_URL", raising=False)
+    settings, index = IndexSettings(store="weaviate"), tmp_path / "index"
+    piece = Chunk(
+        "a.py",
+        1,
+        2,
+        "python",
+        ChunkKind.DECLARATION,
+        "frobnicate",
+        None,
+        "def frobnicate():\n    pass",
+        "# a.py",
+    )
+    store = open_weaviate_store(settings, index, 4)
+    try:
+        store.upsert([piece], np.eye(1, 4, dtype=np.float32))
+    finally:
+        store.close()
+    assert os.listdir(index / STORE_FOLDER / EMBEDDED_DATA_FOLDER)  # the server's own files
+    reopened = open_weaviate_store(settings, index, 4)  # a second server start on that data
+    try:
+        assert reopened.count() == 1
+        hits = reopened.search(
+            "frobnicate", np.eye(1, 4, dtype=np.float32)[0], SearchMode.HYBRID, 1
+        )
+        assert [hit.chunk for hit in hits] == [piece]
+    finally:
+        reopened.close()
 
 
 def test_a_second_process_cannot_open_the_same_embedded_index(tmp_path: Path):
@@ -165,3 +253,22 @@ def test_rows_keep_every_chunk_field_and_the_code_tokens_for_bm25():
     assert "symbol" not in props and "language" not in props  # absent, never null
     assert {"get", "http", "response", "gethttpresponse"} <= set(props["keywords"].split())
     assert _chunk(props) == chunk
+
+
+@pytest.mark.slow
+def test_store_weaviate_without_a_url_indexes_and_searches_embedded_in_the_index_folder(
+    small_repo: Path, index_dir: Path, monkeypatch, capsys
+):
+    from codeqa.tui.cli import main
+
+    monkeypatch.setenv(BINARY_DIR_ENV, str(weaviate_binary().parent))
+    monkeypatch.delenv("CODEQA_WEAVIATE_URL", raising=False)
+    where = ["--index-dir", str(index_dir), "--store", "weaviate"]
+    assert main(["index", str(small_repo), *where]) == 0
+    assert os.listdir(index_dir / STORE_FOLDER / EMBEDDED_DATA_FOLDER)
+    capsys.readouterr()
+    query = ["search", "where is a JSON string scanned", "--repo", str(small_repo), "--json"]
+    assert main([*query, "--limit", "3", *where]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits and {hit["path"] for hit in hits} <= {f"json/{name}" for name in JSON_FILES}
+    assert hits[0]["path"] in {"json/decoder.py", "json/scanner.py"}

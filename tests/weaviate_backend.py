@@ -1,50 +1,141 @@
 """The Weaviate backend for the store contract suite: a server from the environment, or embedded.
 
 Runs against `CODEQA_TEST_WEAVIATE_URL` (gRPC port from `CODEQA_TEST_WEAVIATE_GRPC_PORT`,
-API key from `WEAVIATE_API_KEY`), else against embedded Weaviate when its binary is already
-on disk; otherwise every test using it is skipped, saying why.
+API key from `WEAVIATE_API_KEY`), else against one embedded Weaviate server started for the
+test session. Its binary (the version codeqa pins) is built with the Go toolchain on first
+use, as `codeqa install-weaviate` builds it, and kept in the user cache afterwards. Without
+the binary and without `go`, the tests using it fail saying how to get it, unless
+CODEQA_SKIP_WEAVIATE=1 switches them off.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import socket
+import tempfile
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.stores.protocol import Store
 from codeqa.retrieval.stores.weaviate import drop_weaviate_index, open_weaviate_store
-from codeqa.retrieval.stores.weaviate_server import default_binary_dir, embedded_binary_file
+from codeqa.retrieval.stores.weaviate_server import (
+    EMBEDDED_ENVIRONMENT,
+    INSTALL_COMMAND,
+    SERVER_VERSION,
+    build_server_binary,
+    default_binary_dir,
+    embedded_binary_file,
+)
 
 URL_ENV = "CODEQA_TEST_WEAVIATE_URL"
 GRPC_PORT_ENV = "CODEQA_TEST_WEAVIATE_GRPC_PORT"
+SKIP_VARIABLE = "CODEQA_SKIP_WEAVIATE"
+# A cold start on a busy 2-core machine takes 10-15 s; this leaves room for load.
+READY_TIMEOUT_SECONDS = 120.0
 
 # Index folders whose collection this run already reset: the first open in a test starts
 # from nothing, a reopen in the same test keeps the data.
 _fresh: set[Path] = set()
+# Built (or failed to build) once per session: the binary, or why there is none.
+_binary: Path | str | None = None
+_session_server: IndexSettings | None = None
 
 
-def weaviate_settings() -> IndexSettings | None:
-    """Settings reaching a test Weaviate, or None when there is none."""
+def weaviate_binary() -> Path:
+    """The pinned server binary, built with `go` on first use; fails the test without one."""
+    global _binary
+    if os.environ.get(SKIP_VARIABLE) == "1":
+        pytest.skip(f"{SKIP_VARIABLE}=1: the Weaviate tests are switched off")
+    if _binary is None:
+        binary_dir = default_binary_dir(os.environ)
+        binary = embedded_binary_file(binary_dir)
+        if binary.exists():
+            _binary = binary
+        elif shutil.which("go") is None:
+            _binary = (
+                f"no Weaviate {SERVER_VERSION} server binary at {binary} and no Go toolchain "
+                f"to build it: install Go >= 1.26 and run `{INSTALL_COMMAND}` (or set "
+                f"{URL_ENV} to a server); set {SKIP_VARIABLE}=1 to skip these tests instead"
+            )
+        else:
+            try:
+                _binary = build_server_binary(binary_dir)
+            except StoreUnavailable as error:
+                _binary = f"{error}; set {SKIP_VARIABLE}=1 to skip these tests instead"
+    if isinstance(_binary, str):
+        pytest.fail(_binary, pytrace=False)
+    return _binary
+
+
+def weaviate_settings() -> IndexSettings:
+    """Settings reaching the test Weaviate: the environment's server, or the session's."""
+    global _session_server
     url = os.environ.get(URL_ENV)
     if url:
         port = os.environ.get(GRPC_PORT_ENV)
         return IndexSettings(
             store="weaviate", weaviate_url=url, weaviate_grpc_port=int(port) if port else None
         )
-    if embedded_binary_file(default_binary_dir(os.environ)).exists():
-        return IndexSettings(store="weaviate")
-    return None
+    if _session_server is None:
+        _session_server = _start_session_server(weaviate_binary())
+    return _session_server
 
 
 def open_weaviate_for_test(directory: Path, dim: int) -> Store:
     settings = weaviate_settings()
-    if settings is None:
-        pytest.skip(
-            f"no Weaviate reachable: set {URL_ENV}=http://host:8080 or install the embedded "
-            f"binary at {embedded_binary_file(default_binary_dir(os.environ))}"
-        )
     if directory not in _fresh:
         _fresh.add(directory)
         drop_weaviate_index(settings, directory)  # a collection left by an earlier run
     return open_weaviate_store(settings, directory, dim)
+
+
+def _start_session_server(binary: Path) -> IndexSettings:
+    """One embedded server for the session's contract tests (each test has its collection)."""
+    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
+
+    data = Path(tempfile.mkdtemp(prefix="codeqa-weaviate-"))
+    http_port, grpc_port = _free_port(), _free_port()
+    server = EmbeddedV4(
+        EmbeddedOptions(
+            binary_path=str(binary.parent),
+            persistence_data_path=str(data),
+            version=SERVER_VERSION,
+            hostname="127.0.0.1",
+            port=http_port,
+            grpc_port=grpc_port,
+            additional_env_vars=dict(EMBEDDED_ENVIRONMENT),
+        )
+    )
+    server.start()
+    atexit.register(shutil.rmtree, data, ignore_errors=True)
+    atexit.register(server.stop)  # runs first: the server is gone before its data
+    wait_until_ready(f"http://127.0.0.1:{http_port}")
+    return IndexSettings(
+        store="weaviate", weaviate_url=f"http://127.0.0.1:{http_port}", weaviate_grpc_port=grpc_port
+    )
+
+
+def wait_until_ready(url: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+    """Wait for a Weaviate node's readiness endpoint; fail the test if it never answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/v1/.well-known/ready", timeout=5):
+                return
+        except (urllib.error.URLError, OSError):
+            if time.monotonic() > deadline:
+                pytest.fail(f"Weaviate at {url} was not ready within {timeout:.0f} s")
+            time.sleep(0.5)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -136,6 +136,8 @@ SECRET_FILE_PATTERNS = (
     ".pgpass", ".s3cfg", ".boto", ".vault-token", "kubeconfig", "*.kubeconfig",
     "*.tfstate", "*.tfstate.*", "*.tfvars", "*.tfvars.json",
     "credentials", "secrets",
+    ".yarnrc.yml", ".my.cnf", ".mylogin.cnf", "auth.json", ".terraformrc", "terraform.rc",
+    "credentials.tfrc.json", "local.properties",
 )
 SECRET_DATA_STEMS = ("credentials", "secrets", "secret", "service-account", "service_account")
 SECRET_DATA_EXTENSIONS = frozenset({
@@ -143,6 +145,8 @@ SECRET_DATA_EXTENSIONS = frozenset({
     ".properties", ".csv", ".enc",
 })
 TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
+# A backup or editor copy of a secret file is as secret as the file: `.npmrc.bak`, `.env~`.
+BACKUP_EXTENSIONS = frozenset({".bak", ".backup", ".old", ".orig", ".save", ".swp", ".tmp"})
 SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker"})
 
 # Extensions that are binary without looking: saves reading images, archives, fonts,
@@ -184,6 +188,8 @@ class DiscoverOptions:
 
 def _is_secret_name(name: str) -> bool:
     lowered = name.lower()
+    while lowered.endswith("~") or os.path.splitext(lowered)[1] in BACKUP_EXTENSIONS:
+        lowered = lowered[:-1] if lowered.endswith("~") else os.path.splitext(lowered)[0]
     if lowered.endswith(TEMPLATE_SUFFIXES):
         return False
     if _SECRET_NAME.match(lowered):

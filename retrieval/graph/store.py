@@ -115,7 +115,14 @@ class GraphStore:
                 self._insert(facts)
             db.execute("COMMIT")
         except sqlite3.Error as error:
-            db.execute("ROLLBACK")
+            # SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, an I/O
+            # error): a ROLLBACK then raises "no transaction is active" and would hide the
+            # one-line reason. Either way the file is left as it was before BEGIN.
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the database drops the unfinished transaction when closed
             raise cannot_write(self.path.parent, OSError(str(error))) from None
 
     def _insert(self, facts: FileGraph) -> None:

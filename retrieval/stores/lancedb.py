@@ -2,8 +2,10 @@
 
 Behaviours of LanceDB 0.40 this module relies on (each covered by the contract tests):
 - native Lance FTS (Tantivy is gone): rows written after the FTS index was built are still
-  found, by a flat scan over the unindexed rows, so correctness never waits for re-indexing;
-  `optimize()` folds them into the index for speed;
+  found, by a flat scan over the unindexed rows, so no row is missed before re-indexing;
+  but BM25's corpus statistics are the index's, and still count rows deleted since it was
+  built: scores equal a clean build's only once `optimize()` has folded every change in
+  (indexing.py settles every run that way; ties are ordered by chunk id, see `_leg`);
 - vector search skips rows whose vector is null, so chunks stored before their vectors
   are invisible to the vector side and found by the BM25 side of a hybrid query;
 - hybrid = the BM25 and vector queries, each `hybrid_depth` deep, fused as LanceDB's
@@ -93,6 +95,9 @@ class LanceTuning:
     remove_stop_words: bool = True
     # Deletes are sent as `path IN (...)` filters of at most this many paths.
     delete_batch: int = 500
+    # Each search leg reads this many rows past its limit, so that equal scores across the
+    # cut are ordered by chunk id like the rest (see `_leg`); a few rows cost nothing.
+    tie_margin: int = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +202,8 @@ class LanceStore:
             self._optimize_locked()
 
     def close(self) -> None:
-        # No optimize here: it costs ~2 s on 20k rows, and the few rows a re-index leaves
-        # unindexed are found by the flat FTS scan anyway (see fts_reindex_after_unindexed).
+        # No optimize here: it costs ~2 s on 20k rows, and indexing.py settles the indexes
+        # at the end of every run that wrote (a reader's close must not write).
         self._legs.shutdown(wait=True)
 
     @contextmanager
@@ -324,10 +329,10 @@ class LanceStore:
             self._table.search(keywords, query_type="fts", fts_columns=KEYWORD_COLUMN)
             .select([*CHUNK_COLUMNS, "_score"])
             .with_row_id(True)
-            .limit(limit)
+            .limit(limit + self.tuning.tie_margin)
             .to_arrow()
         )
-        return _leg(table, "_score")
+        return _leg(table, "_score", limit, higher_is_better=True)
 
     def _vector_leg(self, vector: np.ndarray, limit: int) -> _Leg:
         """The `limit` nearest rows by LanceDB's flat scan (exact; ties by row id)."""
@@ -347,10 +352,10 @@ class LanceStore:
             .distance_type(self.tuning.distance)
             .select([*CHUNK_COLUMNS, "_distance"])
             .with_row_id(True)
-            .limit(limit)
+            .limit(limit + self.tuning.tie_margin)
             .to_arrow()
         )
-        return _leg(table, "_distance")
+        return _leg(table, "_distance", limit, higher_is_better=False)
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -455,16 +460,31 @@ class LanceStore:
         )
 
 
-def _leg(table: pa.Table, score_column: str) -> _Leg:
-    """A leg from a query's result table: CHUNK_COLUMNS, `_rowid` and its score column."""
+def _leg(table: pa.Table, score_column: str, limit: int, *, higher_is_better: bool) -> _Leg:
+    """The best `limit` rows of a query's result table (CHUNK_COLUMNS, `_rowid`, a score),
+    equal scores ordered by chunk id.
+
+    LanceDB orders equal scores by row position, which depends on the order rows were
+    written: an index updated file by file would rank ties unlike a clean build of the
+    same files. The chunk id is the same in both. The query asks for `tie_margin` rows
+    more than it keeps, so that a tie across the cut is decided by id too.
+    """
     rows = table["_rowid"].to_pylist()
+    scores = table[score_column].to_pylist()
     # Read column by column: much faster than materialising each row as a dict.
     columns = [table[name].to_pylist() for name in CHUNK_COLUMNS]
     chunks = [
         chunk_from_row(dict(zip(CHUNK_COLUMNS, values, strict=True)))
         for values in zip(*columns, strict=True)
     ]
-    return _Leg(rows, table[score_column].to_pylist(), dict(zip(rows, chunks, strict=True)))
+    sign = -1.0 if higher_is_better else 1.0
+    order = sorted(range(len(rows)), key=lambda i: (sign * scores[i], chunks[i].chunk_id))
+    order = order[:limit]
+    return _Leg(
+        [rows[i] for i in order],
+        [scores[i] for i in order],
+        {rows[i]: chunks[i] for i in order},
+    )
 
 
 def _sql_literal(value: str) -> str:

@@ -1,9 +1,9 @@
 """Where a Weaviate index lives and how to reach it: a server's URL, or the embedded server.
 
-Parses `--weaviate-url`, names the collection, finds (or explains how to get) the embedded
-binary, starts it on free loopback ports under the index's store folder, connects with
-timeouts, and turns weaviate-client's errors into one line naming the server. The store
-itself (collection, reads, writes) is weaviate.py.
+Parses `--weaviate-url`, names the collection, finds (or builds with the Go toolchain, or
+explains how to get) the embedded binary, starts it on free loopback ports under the index's
+store folder, connects with timeouts, and turns weaviate-client's errors into one line naming
+the server. The store itself (collection, reads, writes) is weaviate.py.
 """
 
 from __future__ import annotations
@@ -12,11 +12,16 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 import socket
-from collections.abc import Iterator, Mapping
+import subprocess
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -32,12 +37,35 @@ COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a fixed name, for a team sharin
 BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
 
 EMBEDDED_DATA_FOLDER = "weaviate"  # under the index's store folder
+EMBEDDED_NODE_NAME = "codeqa"  # the embedded server's one node: the same on every start
+# Settings of the embedded server, on top of weaviate-client's own.
+EMBEDDED_ENVIRONMENT = MappingProxyType(
+    {
+        # The server writes its log to our terminal: errors only. No usage pings.
+        "LOG_LEVEL": "error",
+        "DISABLE_TELEMETRY": "true",
+        # Raft remembers the node by name; weaviate-client names it after the HTTP port,
+        # which is new on each start, and a renamed node never becomes ready on its old
+        # data. A join list naming only the node itself needs no port.
+        "CLUSTER_HOSTNAME": EMBEDDED_NODE_NAME,
+        "RAFT_JOIN": EMBEDDED_NODE_NAME,
+    }
+)
 LOCK_NAME = "weaviate.lock"
 _VALID_COLLECTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 
 DEFAULT_GRPC_PORT = 50051
 DEFAULT_HTTP_PORTS = {"http": 8080, "https": 443}  # Weaviate's own port for http
 BINARY_DOWNLOAD_HOST = ("github.com", 443)  # where weaviate-client fetches the binary
+
+# The server version codeqa runs embedded (and downloads, online). weaviate-client 4.24.1
+# embeds 1.40.2, but the Go module proxy refuses weaviate 1.39.8 onwards, and weaviate 1.39.4
+# onwards needs github.com/weaviate/sroar v0.0.17+, which it refuses too: up to 1.39.3,
+# `go install` builds from the proxy alone. The client supports servers >= 1.27.
+SERVER_VERSION = "1.39.3"
+SERVER_PACKAGE = "github.com/weaviate/weaviate/cmd/weaviate-server"
+INSTALL_COMMAND = "codeqa install-weaviate"  # tui/cli/install_weaviate.py
+BUILD_LOCK_NAME = ".codeqa-build.lock"  # in the binary folder: one build at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,14 +156,64 @@ def default_binary_dir(environ: Mapping[str, str]) -> Path:
     return Path.home() / ".cache" / "weaviate-embedded"
 
 
-def embedded_binary_file(binary_dir: Path, version: str | None = None) -> Path:
+def embedded_binary_file(binary_dir: Path, version: str = SERVER_VERSION) -> Path:
     """The file weaviate-client starts for `version` (the same name it downloads to)."""
-    if version is None:
-        from weaviate.embedded import WEAVIATE_VERSION
-
-        version = WEAVIATE_VERSION
     tag = "v" + version
     return binary_dir / f"weaviate-{tag}-{hashlib.sha256(tag.encode('utf-8')).hexdigest()}"
+
+
+def build_server_binary(
+    binary_dir: Path,
+    version: str = SERVER_VERSION,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """The embedded server binary for `version`, built with `go install` unless already there.
+
+    Built into a temporary folder beside the binary and moved into place in one rename, so
+    an interrupted build leaves nothing that looks like a binary, and concurrent callers
+    (a lock) build it once. `progress` gets each line the Go toolchain prints.
+    """
+    binary = embedded_binary_file(binary_dir, version)
+    if binary.exists():
+        return binary
+    go = shutil.which("go")
+    if go is None:
+        raise StoreUnavailable(
+            f"building the Weaviate {version} server needs the Go toolchain (`go` on PATH): "
+            f"install Go >= 1.26 from https://go.dev/dl, or put the server binary at {binary}"
+        )
+    binary_dir.mkdir(parents=True, exist_ok=True)
+    with open(binary_dir / BUILD_LOCK_NAME, "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another process may be building it
+        if binary.exists():
+            return binary
+        with tempfile.TemporaryDirectory(dir=binary_dir, prefix=".codeqa-build-") as gobin:
+            command = [go, "install", f"{SERVER_PACKAGE}@v{version}"]
+            tail = _run_go(command, {**os.environ, "GOBIN": gobin}, progress)
+            built = Path(gobin) / "weaviate-server"
+            if tail is not None or not built.exists():
+                raise StoreUnavailable(
+                    f"`{' '.join(command[1:])}` failed: {one_line(tail or 'no binary built')}"
+                )
+            os.replace(built, binary)
+    return binary
+
+
+def _run_go(
+    command: list[str], env: Mapping[str, str], progress: Callable[[str], None] | None
+) -> str | None:
+    """Run a Go command; None when it succeeds, else the last lines it printed."""
+    lines: deque[str] = deque(maxlen=5)
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if progress is not None:
+                progress(line.rstrip("\n"))
+            if line.strip() and not line.startswith("go: downloading"):
+                lines.append(line.strip())
+    return None if process.returncode == 0 else " ".join(lines)
 
 
 def resolve_target(
@@ -217,9 +295,9 @@ def _start_embedded(
             grpc_port=grpc_port,
             persistence_data_path=str(target.data_dir / EMBEDDED_DATA_FOLDER),
             binary_path=str(target.binary_dir),
+            version=SERVER_VERSION,
             additional_config=config,
-            # The server writes its log to our terminal: errors only. No usage pings.
-            environment_variables={"LOG_LEVEL": "error", "DISABLE_TELEMETRY": "true"},
+            environment_variables=dict(EMBEDDED_ENVIRONMENT),
         )
     except OSError as error:  # the download (urllib) or the binary itself
         if not binary.exists():
@@ -236,10 +314,10 @@ def _start_embedded(
 
 def _offline_message(binary: Path) -> str:
     return (
-        f"embedded Weaviate needs its server binary ({binary.name}), which is downloaded from "
-        f"GitHub on first use and the download host is unreachable (offline?); copy the binary "
-        f"to {binary}, or point codeqa at a Weaviate server: "
-        "--store weaviate --weaviate-url http://host:8080"
+        f"embedded Weaviate needs its server binary, downloaded from GitHub on first use, and "
+        f"GitHub is unreachable (offline?); build it with `{INSTALL_COMMAND}` (needs Go), or "
+        f"put Weaviate {SERVER_VERSION}'s binary at {binary} ({BINARY_DIR_ENV} names the "
+        "folder), or use a server: --store weaviate --weaviate-url http://host:8080"
     )
 
 

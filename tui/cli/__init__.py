@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "mcp",
     "status",
     "graph",
+    "install_weaviate",
 )
 
 

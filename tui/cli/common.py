@@ -12,6 +12,7 @@ from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
 
 if TYPE_CHECKING:
     from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.retrieval.live import LiveIndex
     from codeqa.retrieval.records import IndexReport, ProgressCallback
 
@@ -105,14 +106,23 @@ def fresh_index(
     opens. With `create` (`codeqa ask`) an absent index is built; otherwise IndexNotFound
     says how to build one, before anything is written.
     """
+    from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.retrieval.live import LiveIndex
 
     live = LiveIndex(repo, settings, load_model=load_model)
+    report: IndexReport | IndexNotWritable | None
     try:
         if not create:
             live.open()
-        # One line if the index changed (and a progress bar, for `ask`'s first build).
-        report = live.refresh(progress)
+        try:
+            # One line if the index changed (and a progress bar, for `ask`'s first build).
+            report = live.refresh(progress)
+        except IndexNotWritable as error:
+            # A read-only mount, a full disk: the failed write left the index as it was,
+            # and reads refuse the files changed since; it is used as it is, if there is one.
+            if not live.is_open:
+                live.open()
+            report = error
     except BaseException:
         live.close()
         raise
@@ -120,11 +130,19 @@ def fresh_index(
     return live
 
 
-def say_refreshed(report: IndexReport | None, use: str) -> bool:
+def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bool:
     """One stderr line on a keyword-first refresh (None: another process held the index,
-    which is then used as it is, `use` saying how); whether the index changed."""
+    which is then used as it is, `use` saying how); whether the index changed.
+
+    An index that could not be written (a read-only mount, a full disk) is used as it is
+    too: the failed write left it as it was, and reads refuse the files changed since.
+    """
+    from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.tui.cli.progress import update_line
 
+    if isinstance(report, IndexNotWritable):
+        print(f"codeqa: note: {report}; {use} as it is", file=sys.stderr)
+        return False
     if report is None:
         print(
             f"codeqa: note: another codeqa process is updating this index; {use} as it is",

@@ -6,6 +6,8 @@ On stdio, stdout carries the protocol, so everything for people goes to stderr.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from codeqa.retrieval.errors import ConfigError
@@ -17,6 +19,9 @@ from codeqa.tui.cli.common import (
 )
 
 LOOPBACK = "127.0.0.1"
+# A token given by the user for --http (else one is generated): from the user's
+# environment, never from a repository's settings, which a cloned repository would choose.
+TOKEN_ENV = "CODEQA_MCP_TOKEN"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +45,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--http",
         metavar="[HOST:]PORT",
-        help=f"serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (host: {LOOPBACK})",
+        help=(
+            f"serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (host: {LOOPBACK}); "
+            "requests naming another Host or Origin are refused"
+        ),
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help=(
+            "let --http bind beyond loopback; clients must then send the bearer token "
+            f"printed at start (or set in ${TOKEN_ENV})"
+        ),
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another name or address clients use for this machine over --http (repeatable)",
     )
     add_index_arguments(parser)
     parser.set_defaults(func=run)
@@ -60,7 +83,27 @@ def http_address(value: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    address = http_address(args.http) if args.http else None  # refused before any indexing
+    access = None
+    if args.http:  # refused before any indexing
+        from codeqa.tui.mcp.http import http_access
+
+        host, port = http_address(args.http)
+        given = os.environ.get(TOKEN_ENV) or None
+        access = http_access(
+            host,
+            port,
+            allow_remote=args.allow_remote,
+            extra_names=tuple(args.allow_host),
+            token=given,
+        )
+        if access.token is not None and given is None:
+            # Printed once, to stderr only: the one place the user can copy it from.
+            print(
+                f"codeqa: clients of http://{args.http}/mcp must send the header "
+                f"'Authorization: Bearer {access.token}'",
+                file=sys.stderr,
+                flush=True,
+            )
     from codeqa.tui.mcp import IndexService, build_server
     from codeqa.tui.memory import limit_malloc_arenas
 
@@ -76,11 +119,12 @@ def run(args: argparse.Namespace) -> int:
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
     try:
         server = build_server(service)
-        if address is None:
+        if access is None:
             server.run("stdio")
         else:
-            host, port = address
-            server.run("streamable-http", host=host, port=port)
+            from codeqa.tui.mcp.http import serve_http
+
+            serve_http(server, access)
     finally:
         if stop_watching is not None:
             stop_watching.set()

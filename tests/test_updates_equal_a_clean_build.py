@@ -1,0 +1,129 @@
+"""After any sequence of updates and interruptions, search answers as a clean build does:
+the same top 10, in the same order, for BM25, vector and hybrid search."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
+from codeqa.retrieval.errors import Cancelled
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import ProgressEvent, build_index
+from codeqa.retrieval.records import SearchMode
+
+pytestmark = pytest.mark.slow  # builds a dozen small real indexes
+
+EMBED_MODEL = "wordllama"  # the bundled static model: fast enough to embed in a test
+WORDS = (
+    "alpha beta gamma delta parser token cache stream socket buffer render layout "
+    "widget session close open"
+).split()
+QUERIES = (
+    "parser token cache",
+    "socket buffer stream",
+    "render the widget layout",
+    "session close",
+    "alpha beta",
+    "gamma delta parser",
+    "open the stream",
+    "cache session token",
+    "widget render buffer",
+    "layout of the parser",
+    "delta socket",
+    "close the buffer",
+)
+MODES = (SearchMode.BM25, SearchMode.VECTOR, SearchMode.HYBRID)
+
+
+def write_repo(root: Path, files: int = 30, functions: int = 40) -> None:
+    """`files` Python files of `functions` small functions over a shared vocabulary
+    (many equal BM25 scores, and words whose frequency every edit changes)."""
+    rng = random.Random(11)
+    for f in range(files):
+        body = []
+        for g in range(functions):
+            a, b, c = rng.sample(WORDS, 3)
+            body.append(
+                f"def {a}_{b}_{f}_{g}(value):\n"
+                f'    """{a} {b} {c} handling."""\n'
+                f"    return value + {g}\n\n\n"
+            )
+        path = root / f"pkg{f % 3}" / f"m{f}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(body))
+
+
+def settings_for(directory: Path) -> IndexSettings:
+    return IndexSettings(index_dir=directory, embed_model=EMBED_MODEL)
+
+
+def top_tens(repo: Path, directory: Path) -> dict[tuple[str, str], list[tuple[str, int, int]]]:
+    with open_index(repo, settings_for(directory)) as index:
+        return {
+            (query, mode.value): [
+                (hit.chunk.path, hit.chunk.start_line, hit.chunk.end_line)
+                for hit in index.search(query, mode, 10)
+            ]
+            for query in QUERIES
+            for mode in MODES
+        }
+
+
+def differing(repo: Path, updated: Path, tmp_path: Path) -> list[tuple[str, str]]:
+    """The (query, mode) pairs whose top 10 differs from a clean build of the repo now."""
+    clean = tmp_path / "clean"
+    build_index(repo, settings_for(clean))
+    clean_tops, updated_tops = top_tens(repo, clean), top_tens(repo, updated)
+    return [key for key in clean_tops if clean_tops[key] != updated_tops[key]]
+
+
+def edit(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_editing_five_files_one_at_a_time_searches_as_a_clean_build(tmp_path):
+    repo = tmp_path / "repo"
+    write_repo(repo)
+    directory = tmp_path / "updated"
+    build_index(repo, settings_for(directory))
+    for f in range(5):
+        edit(repo / f"pkg{f % 3}" / f"m{f}.py", f"# parser token cache note {f}\n")
+        build_index(repo, settings_for(directory))
+    assert differing(repo, directory, tmp_path) == []
+
+
+def test_renames_deletes_and_keyword_first_refreshes_search_as_a_clean_build(tmp_path):
+    repo = tmp_path / "repo"
+    write_repo(repo)
+    directory = tmp_path / "updated"
+    build_index(repo, settings_for(directory))
+    (repo / "pkg0" / "m6.py").rename(repo / "pkg0" / "m6_renamed.py")
+    (repo / "pkg1" / "m7.py").unlink()
+    build_index(repo, settings_for(directory), embed=False)  # what `search` runs first
+    edit(repo / "pkg2" / "m8.py", "def widget_cache_extra():\n    return 'socket'\n")
+    build_index(repo, settings_for(directory), embed=False)
+    build_index(repo, settings_for(directory))  # the vectors, later
+    assert differing(repo, directory, tmp_path) == []
+
+
+def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(tmp_path):
+    repo = tmp_path / "repo"
+    write_repo(repo, functions=250)  # ~400 chunks: two embedding batches
+    directory = tmp_path / "updated"
+    cancel = threading.Event()
+
+    def cancel_after_one_batch(event: ProgressEvent) -> None:
+        if event.phase == "embed" and event.done >= CHUNKS_PER_EMBED_BATCH:
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        build_index(repo, settings_for(directory), cancel_after_one_batch, cancel=cancel)
+    with open_index(repo, settings_for(directory)) as index:
+        assert 0 < index.vectors_missing < index.chunk_count  # stopped halfway through
+    for f in (3, 9, 21):
+        edit(repo / f"pkg{f % 3}" / f"m{f}.py", "# render the widget layout again\n")
+    build_index(repo, settings_for(directory))
+    assert differing(repo, directory, tmp_path) == []

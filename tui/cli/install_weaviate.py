@@ -1,0 +1,44 @@
+"""`codeqa install-weaviate`: build the embedded Weaviate server with the Go toolchain."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from codeqa.retrieval.stores.weaviate_server import (
+    BINARY_DIR_ENV,
+    SERVER_VERSION,
+    build_server_binary,
+    default_binary_dir,
+    embedded_binary_file,
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "install-weaviate",
+        help="build the embedded Weaviate server (needs Go), for --store weaviate offline",
+        description=f"Build Weaviate {SERVER_VERSION}'s server with `go install` into the file "
+        f"embedded mode starts (in {BINARY_DIR_ENV}, else weaviate-client's cache folder); "
+        "does nothing when it is already there. Online, embedded mode downloads it instead.",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    binary_dir = default_binary_dir(os.environ)
+    if embedded_binary_file(binary_dir).exists():
+        print(f"codeqa: Weaviate {SERVER_VERSION} is installed: {embedded_binary_file(binary_dir)}")
+        return 0
+    print(
+        f"codeqa: building Weaviate {SERVER_VERSION} with go install (about 15 min and 3 GB of "
+        "Go module cache the first time)",
+        file=sys.stderr,
+    )
+    started = time.monotonic()
+    binary = build_server_binary(binary_dir, progress=lambda line: print(line, file=sys.stderr))
+    minutes = (time.monotonic() - started) / 60
+    print(f"codeqa: Weaviate {SERVER_VERSION} installed in {minutes:.1f} min: {binary}")
+    return 0
