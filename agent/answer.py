@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from codeqa.retrieval.records import SearchHit
+from codeqa.retrieval.search.relevance import Relevance
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +39,5 @@ class Answer:
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # e.g. citations removed by verification
+    # Whether the question's own search found what it asks about (search/relevance.py).
+    relevance: Relevance | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 from codeqa.agent.answer import Answer, Usage
@@ -18,6 +19,9 @@ from codeqa.agent.tools import RepoTools
 from codeqa.retrieval.errors import EmptyQuestion, IndexNotFound
 from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.offline import prepare_offline_environment
+from codeqa.retrieval.records import SearchHit
+from codeqa.retrieval.search.query import cap_query
+from codeqa.retrieval.search.relevance import RELEVANCE_HITS, Relevance, assess_relevance
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -34,7 +38,8 @@ class Assistant:
         self.settings = settings or AgentSettings.from_env()
         self._llm = LLMClient(self.settings) if self.settings.model else None
         serde = JsonPlusSerializer(allowed_msgpack_modules=CHECKPOINT_TYPES)
-        self._graph = build_graph(InMemorySaver(serde=serde))
+        self._checkpoints = InMemorySaver(serde=serde)
+        self._graph = build_graph(self._checkpoints)
         prepare_offline_environment()
         import tiktoken
 
@@ -58,15 +63,25 @@ class Assistant:
         thread_id: str = "default",
         on_token: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        retriever: Retriever | None = None,
+        remember: bool = True,
     ) -> Answer:
-        """Answer `question`, streaming the draft to `on_token`; `cancel` stops it early."""
+        """Answer `question`, streaming the draft to `on_token`; `cancel` stops it early.
+
+        `retriever` replaces this assistant's own for this question (a server lends each
+        call the index open now); without `remember` the question and its answer are not
+        kept as a conversation to follow up on.
+        """
         if not question.strip():
             raise EmptyQuestion("the question is empty")
         started = time.perf_counter()
+        retriever = self.retriever if retriever is None else retriever
+        if not remember:
+            thread_id = f"once-{uuid.uuid4().hex}"
         question, notes = self._capped(question.strip())
         context = AgentContext(
-            retriever=self.retriever,
-            tools=RepoTools(self.retriever, self._code_graph()),
+            retriever=retriever,
+            tools=RepoTools(retriever, self._code_graph(retriever)),
             settings=self.settings,
             llm=self._llm,
             count_tokens=self.count_tokens,
@@ -74,11 +89,15 @@ class Assistant:
             on_token=on_token,
             cancel=cancel,
         )
-        state = self._graph.invoke(
-            fresh_turn(question),
-            config={"configurable": {"thread_id": thread_id}},
-            context=context,
-        )
+        try:
+            state = self._graph.invoke(
+                fresh_turn(question),
+                config={"configurable": {"thread_id": thread_id}},
+                context=context,
+            )
+        finally:
+            if not remember:
+                self._checkpoints.delete_thread(thread_id)
         return Answer(
             text=state["text"],
             citations=state["citations"],
@@ -88,12 +107,22 @@ class Assistant:
             usage=state.get("usage") or Usage(),
             seconds=time.perf_counter() - started,
             notes=notes + state["notes"],
+            relevance=self._relevance(question, state.get("question_hits"), retriever),
         )
 
-    def _code_graph(self) -> Graph | None:
+    def _relevance(
+        self, question: str, hits: list[SearchHit] | None, retriever: Retriever
+    ) -> Relevance:
+        """Judged on the search it was fitted on: the question's own, RELEVANCE_HITS deep.
+        The agent ran it already unless its plan left the question out."""
+        if hits is None or self.settings.hits_per_query < RELEVANCE_HITS:
+            hits = retriever.search(cap_query(question), self.settings.search_mode, RELEVANCE_HITS)
+        return assess_relevance(question, hits)
+
+    def _code_graph(self, retriever: Retriever) -> Graph | None:
         """None for an index built before the code graph: its graph queries then find nothing."""
         try:
-            return self.retriever.graph
+            return retriever.graph
         except IndexNotFound:
             return None
 

@@ -89,12 +89,17 @@ def retrieve(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     ranked_lists: list[tuple[float, list[SearchHit]]] = []
     if state.get("hits"):
         ranked_lists.append((1.0, state["hits"]))  # earlier rounds keep their place
+    question_hits = state.get("question_hits")
     for query in state.get("queries", []):
-        ranked_lists.append((QUERY_WEIGHTS[query.kind], _run(query, context)))
+        found = _run(query, context)
+        if question_hits is None and _is_the_question(query, state["question"]):
+            question_hits = found
+        ranked_lists.append((QUERY_WEIGHTS[query.kind], found))
     fused = fuse(ranked_lists)[: context.settings.evidence_hits]
     searched = state.get("searched", []) + [str(q) for q in state.get("queries", [])]
     return {
         "hits": fused,
+        "question_hits": question_hits,
         "searched": searched,
         "round": state.get("round", 0) + 1,
         "requested": [],
@@ -214,6 +219,10 @@ def fuse(ranked_lists: Sequence[tuple[float, Sequence[SearchHit]]]) -> list[Sear
         weights=[weight for weight, _ in ranked_lists],
     )
     return [SearchHit(first_hits[key].chunk, score) for key, score in fused]
+
+
+def _is_the_question(query: Query, question: str) -> bool:
+    return query.kind is QueryKind.SEARCH and query.text.strip() == question.strip()
 
 
 def _run(query: Query, context: AgentContext) -> list[SearchHit]:

@@ -46,6 +46,8 @@ class AgentState(TypedDict, total=False):
     plan_notes: list[str]  # what the first round's planning has to tell the user
     searched: list[str]  # every query issued this turn, for the Answer
     hits: list[SearchHit]  # fused and ranked, all rounds of this turn
+    # The search of the question as asked, before fusion: what relevance is judged on.
+    question_hits: list[SearchHit] | None
     evidence: list[Excerpt]  # exactly what the latest draft was shown
     draft: str
     requested: list[str]  # searches the model asked for instead of answering
@@ -65,6 +67,7 @@ def fresh_turn(question: str) -> AgentState:
         plan_notes=[],
         searched=[],
         hits=[],
+        question_hits=None,
         evidence=[],
         draft="",
         requested=[],

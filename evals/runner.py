@@ -22,7 +22,7 @@ from codeqa.retrieval.errors import CodeqaError, RepoNotFound
 from codeqa.retrieval.records import SearchHit, SearchMode
 
 if TYPE_CHECKING:
-    from codeqa.retrieval.indexing import ProgressEvent
+    from codeqa.retrieval.records import ProgressEvent
 
 # Results kept per question: the shared scorer's baselines are computed on the top 10,
 # and every metric (line@10, lines_returned@10, line@200L) looks no deeper.

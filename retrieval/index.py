@@ -116,6 +116,11 @@ class Index:
         return self._embedder
 
     @property
+    def loaded_embedder(self) -> Embedder | None:
+        """The model if it has been loaded, for an index reopened after a refresh."""
+        return self._embedder
+
+    @property
     def chunk_count(self) -> int:
         return self._store.count()
 

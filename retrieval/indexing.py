@@ -15,10 +15,9 @@ import fcntl
 import shutil
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -35,6 +34,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
+from codeqa.retrieval.discovery.root import git_head
 from codeqa.retrieval.discovery.walk import DiscoverOptions, IgnoreWarning, scan_for_changes
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
@@ -57,9 +57,16 @@ from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, refresh_graph
 from codeqa.retrieval.graph.extract import extract
 from codeqa.retrieval.graph.records import FileGraph
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
-from codeqa.retrieval.records import Chunk, SkippedFile, SourceFile, UnchangedFile
+from codeqa.retrieval.records import (
+    Chunk,
+    IndexReport,
+    ProgressCallback,
+    ProgressEvent,
+    SkippedFile,
+    SourceFile,
+    UnchangedFile,
+)
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
-from codeqa.retrieval.status import git_head
 from codeqa.retrieval.stores.protocol import Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
@@ -94,42 +101,6 @@ CACHE_TAG_TEXT = (
 )
 # The names a wipe removes: what the next run writes again from scratch.
 WIPED_NAMES = (MANIFEST_NAME, MANIFEST_NAME + ".tmp", STORE_FOLDER, *GRAPH_FILES)
-
-
-@dataclass(frozen=True, slots=True)
-class ProgressEvent:
-    """One step of indexing, for a progress bar: `phase` is "scan", "chunk" or "embed"."""
-
-    phase: str
-    done: int
-    total: int
-    detail: str = ""
-
-
-ProgressCallback = Callable[[ProgressEvent], None]
-
-
-@dataclass
-class IndexReport:
-    repo_root: Path
-    index_dir: Path
-    files_seen: int = 0
-    files_changed: int = 0
-    files_removed: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
-    ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped
-    chunks_added: int = 0
-    chunks_total: int = 0
-    vectors_embedded: int = 0
-    vectors_from_cache: int = 0
-    vectors_pending: int = 0
-    seconds_to_searchable: float = 0.0
-    # Part of seconds_to_searchable: reading the code graph's facts and refreshing it.
-    seconds_graph: float = 0.0
-    graph_files_read: int = 0
-    seconds_total: float = 0.0
-    embedder_name: str = ""
 
 
 def resolve_repo(repo: Path) -> Path:
@@ -360,21 +331,6 @@ def _refresh_graph(
     manifest.save(directory)
     report.graph_files_read = update.files_read
     report.seconds_graph += time.perf_counter() - started
-
-
-def refresh_for_keywords(
-    repo: Path, settings: IndexSettings, progress: ProgressCallback | None = None
-) -> IndexReport | None:
-    """Bring the index up to date for keyword search, leaving vectors for later.
-
-    What every interface runs before it answers. None when another codeqa process holds
-    the index (`codeqa index`, the chat's vector fill): the caller then uses the index as
-    it is, and reads still refuse any file that changed since it was indexed.
-    """
-    try:
-        return build_index(repo, settings, progress, embed=False)
-    except IndexBusy:
-        return None
 
 
 @contextmanager

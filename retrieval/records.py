@@ -1,11 +1,15 @@
-"""Typed records that cross module borders: files found, chunks cut, hits returned."""
+"""Typed records that cross module borders: files found, chunks cut, hits returned,
+and what indexing reports (its progress, its outcome)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 # The header line listing a file's imports. Keyword search reads it; the embedder does not
 # (see Chunk.embedding_header).
@@ -161,3 +165,41 @@ class SearchHit:
     score: float
     # Other chunks with exactly this text, ranked lower and left out: `path:start-end` each.
     also_at: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    """One step of indexing, for a progress bar: `phase` is "scan", "chunk" or "embed"."""
+
+    phase: str
+    done: int
+    total: int
+    detail: str = ""
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+@dataclass
+class IndexReport:
+    """What one indexing run found and did (files read, chunks stored, vectors filled)."""
+
+    repo_root: Path
+    index_dir: Path
+    files_seen: int = 0
+    files_changed: int = 0
+    files_removed: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
+    ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped
+    chunks_added: int = 0
+    chunks_total: int = 0
+    vectors_embedded: int = 0
+    vectors_from_cache: int = 0
+    vectors_pending: int = 0
+    seconds_to_searchable: float = 0.0
+    # Part of seconds_to_searchable: reading the code graph's facts and refreshing it.
+    seconds_graph: float = 0.0
+    graph_files_read: int = 0
+    seconds_total: float = 0.0
+    embedder_name: str = ""

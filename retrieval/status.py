@@ -8,7 +8,6 @@ so two processes asking at once get the same answer.
 from __future__ import annotations
 
 import fcntl
-import subprocess
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,23 +87,6 @@ def status_text(status: IndexStatus) -> str:
     ]
     lines += [f"pending: {item}" for item in status.pending] or ["pending: nothing"]
     return "\n".join(lines)
-
-
-def git_head(root: Path) -> str | None:
-    """The commit checked out in `root`, or None outside git or before the first commit."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
 
 
 def _counts(

@@ -19,9 +19,9 @@ from codeqa.retrieval.errors import (
     RepoNotFound,
 )
 from codeqa.retrieval.index import open_index
-from codeqa.retrieval.indexing import ProgressEvent, build_index
+from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.manifest import Manifest
-from codeqa.retrieval.records import SearchMode, UnchangedFile
+from codeqa.retrieval.records import ProgressEvent, SearchMode, UnchangedFile
 
 pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model
 

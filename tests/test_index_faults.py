@@ -16,8 +16,8 @@ import pytest
 from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
 from codeqa.retrieval.errors import Cancelled
 from codeqa.retrieval.index import open_index
-from codeqa.retrieval.indexing import ProgressEvent, build_index, check_index
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.indexing import build_index, check_index
+from codeqa.retrieval.records import ProgressEvent, SearchMode
 from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.tui.cli import main

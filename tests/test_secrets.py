@@ -17,8 +17,7 @@ from codeqa.retrieval.discovery.secrets import (
     shannon_entropy,
 )
 from codeqa.retrieval.discovery.walk import DiscoverOptions, discover, read_source
-from codeqa.retrieval.indexing import IndexReport
-from codeqa.retrieval.records import SkippedFile, SkipReason, SourceFile
+from codeqa.retrieval.records import IndexReport, SkippedFile, SkipReason, SourceFile
 from codeqa.tui.cli.progress import summary_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "secrets"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from codeqa.retrieval.embedders.registry import l2_normalised
+from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.records import Chunk, ChunkKind
 from codeqa.retrieval.stores.protocol import rank_symbol_matches
 

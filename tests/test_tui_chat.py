@@ -432,24 +432,30 @@ def notices_with(app: CodeqaApp, text: str) -> list[str]:
 
 
 async def test_question_asked_before_a_reindex_finishes_is_answered_from_an_open_index(
-    shop, scripted
+    tmp_path, scripted
 ):
+    repo = make_shop(tmp_path / "own")  # edited below: not the shared copy
     scripted.hold.clear()
-    app = chat_app(*shop, model="scripted/chat")
+    app = chat_app(repo, tmp_path / "index", model="scripted/chat")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, ready(app))
+        await wait_for(pilot, ready(app), timeout=60)
         first_index = app.index
+        assert first_index is not None
+        closed: list[bool] = []
+        close = first_index.close
+        first_index.close = lambda: (closed.append(True), close())  # type: ignore[method-assign]
         await ask(pilot, "How does the rate limiter refill its tokens?")
         await wait_for(pilot, lambda: answers(app) and answers(app)[0].streamed)
-        await pilot.press("ctrl+r")  # the re-index finishes while the answer is written
-        await wait_for(pilot, lambda: notices_with(app, "nothing changed"), timeout=20)
-        assert app.answering and app.index is first_index  # still answering from it
+        (repo / "notes.py").write_text("REORDER_NOTE = 'checked nightly'\n")
+        # The watcher's refresh finishes while the answer is written.
+        await wait_for(pilot, lambda: app.index is not first_index, timeout=20)
+        assert app.answering and not closed  # still answering from the index it started on
         scripted.hold.set()
         await wait_for(pilot, lambda: not app.answering)
         assert not error_notices(app)
         [citation] = app.chat.query_one(CitationList).citations
         assert str(citation) in answers(app)[0].source
-        assert app.index is not first_index  # swapped once the answer was done
+        assert closed  # closed once the answer was done with it
         await ask(pilot, "where is the reorder level checked?")
         await wait_for(pilot, lambda: len(answers(app)) == 2 and not app.answering)
         assert not error_notices(app)

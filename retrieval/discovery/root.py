@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,3 +53,20 @@ def _holds_git_marker(folder: Path) -> bool:
     except OSError:  # absent, or a folder above that we may not look into
         return False
     return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
+
+
+def git_head(root: Path) -> str | None:
+    """The commit checked out in `root`, or None outside git or before the first commit."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None

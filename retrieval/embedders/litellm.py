@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
-from codeqa.retrieval.embedders.registry import l2_normalised
+from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 from codeqa.retrieval.litellm_calls import first_line, is_transient, load_litellm, missing_api_keys
 from tenacity import (

@@ -22,7 +22,7 @@ from codeqa.retrieval.embedders.model_files import (
     file_sha256,
     verified_file,
 )
-from codeqa.retrieval.embedders.registry import l2_normalised
+from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 
 if TYPE_CHECKING:  # imported lazily at run time: onnxruntime costs ~0.3 s to import

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from codeqa.retrieval.embedders.model_files import bundled_file
-from codeqa.retrieval.embedders.registry import l2_normalised
+from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ shares into a probability-like score.
 Callers judge a question on the search it was fitted on: hybrid (or the user's mode),
 RELEVANCE_HITS hits for the question as asked. Judged instead on an offline answer's fused
 sources (`relevance_fit.py --agent`) the same cut flags 8 of 248 dev questions (3.2%), so
-`ask` and the chat spend one more search rather than reuse the answer's hits.
+the agent judges its answer on the question's own search (one of the searches it runs),
+not on the fused sources.
 
 Fitted on the dev sets (248 in-scope questions, hybrid search, 10 hits) and
 evals/samples/out-of-scope.jsonl (see evals/relevance_fit.py, which prints the numbers);

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from codeqa.retrieval.embedders.registry import l2_normalised
+from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import (
     IndexMismatch,
     StoreUnavailable,
@@ -81,6 +81,13 @@ class LanceTuning:
     # a reader in another process to move on, short enough that re-indexing does not
     # pile up copies of the vectors on disk.
     keep_old_versions_for: timedelta = timedelta(minutes=10)
+    # Every write commits a table version whose files stay on disk until pruned; an
+    # optimize (compaction, then pruning past `keep_old_versions_for`) runs once this many
+    # versions were committed since the last, so that a watcher's or a server's refreshes
+    # never let the folder grow without bound (100 refreshes of 20 small files: 205x its
+    # fresh size before). Counted by the table's own version number, so the runs of
+    # several processes share the count; ~10 small refreshes, ~0.1 s each time on them.
+    prune_every_versions: int = 32
     # Stemming merges "sessions"/"session" and "closed"/"close" between prose questions
     # and code; applied identically to chunks and queries. Stop words ("the", "is",
     # "for") are dropped on both sides: long posting lists, no meaning.
@@ -131,6 +138,7 @@ class LanceStore:
                 f"cannot open the index at {self.directory}: {write_failure_reason(error)}"
             ) from None
         self._has_fts_index = self._fts_index_name() is not None
+        self._version_optimized = self._table.version  # as far as this object knows
 
     # ---- writes -------------------------------------------------------------------------
 
@@ -360,13 +368,18 @@ class LanceStore:
             if self._table.count_rows() > 0:
                 self._create_fts_index()
             return
-        if self._unindexed_rows() > self.tuning.fts_reindex_after_unindexed:
+        if self._unindexed_rows() > self.tuning.fts_reindex_after_unindexed or self._prune_due():
             self._optimize_locked()
+
+    def _prune_due(self) -> bool:
+        every = self.tuning.prune_every_versions
+        return self._table.version // every > self._version_optimized // every
 
     def _optimize_locked(self) -> None:
         if not self._has_fts_index and self._table.count_rows() > 0:
             self._create_fts_index()
         self._table.optimize(cleanup_older_than=self.tuning.keep_old_versions_for)
+        self._version_optimized = self._table.version
 
     def _create_fts_index(self) -> None:
         from lancedb.index import FTS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,13 +19,16 @@ from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexMismatch
 from codeqa.retrieval.index import Index
-from codeqa.retrieval.indexing import IndexReport, ProgressEvent
-from codeqa.retrieval.search.query import cap_query
-from codeqa.retrieval.search.relevance import (
-    NOTHING_RELEVANT,
-    RELEVANCE_HITS,
-    assess_relevance,
+from codeqa.retrieval.live import (
+    FillEnded,
+    FillProgressed,
+    LiveEvent,
+    LiveIndex,
+    RefreshBusy,
+    Refreshed,
 )
+from codeqa.retrieval.records import IndexReport, ProgressEvent
+from codeqa.retrieval.search.relevance import NOTHING_RELEVANT
 from codeqa.tui.chat.screens import ChatScreen, CodeViewerScreen, HelpScreen
 from codeqa.tui.chat.widgets import (
     AnswerMessage,
@@ -39,6 +42,7 @@ from codeqa.tui.chat.workers import (
     AnswerFailed,
     AnswerFinished,
     AnswerToken,
+    AssistantReady,
     FilesChanged,
     IndexFailed,
     IndexProgressed,
@@ -47,7 +51,6 @@ from codeqa.tui.chat.workers import (
     VectorsFilled,
     WatchFailed,
     in_daemon_thread,
-    update_index,
 )
 from codeqa.tui.settings import Settings
 from codeqa.tui.terminal_text import visible
@@ -82,30 +85,21 @@ class CodeqaApp(App[None]):
     def __init__(self, config: ChatConfig) -> None:
         super().__init__()
         self.config = config
-        self.index: Index | None = None
+        # The one index of this chat: refreshed on file changes (keywords first), its
+        # vectors filled behind; its events come back here as messages.
+        self.live = LiveIndex(config.repo, config.settings.index, fill=True)
+        self.live.subscribe(self._on_live_event)
+        self.work = IndexWork()
         self.index_error: str | None = None
-        self.assistant: Assistant | None = None  # built on the index worker (IndexReady)
-        self._retriever: LiveRetriever | None = None  # the assistant's view of `self.index`
-        # A re-index that finished while an answer was being written: the answer keeps
-        # searching the index it started on, which is swapped (and closed) after it.
-        self._next_index: Index | None = None
-        self._reindex_requested = False  # ctrl+r: say what the re-index found, even "nothing"
+        self.assistant: Assistant | None = None  # built on the index worker (AssistantReady)
+        self._retriever = LiveRetriever(self.live)  # the assistant's view of the index
         self._threads = itertools.count(1)
         self.thread_id = f"chat-{next(self._threads)}"
         self._stop = threading.Event()  # set on quit: background indexing stops at a batch edge
         self._answer_cancel: threading.Event | None = None
         self._answer_view: AnswerMessage | None = None
         self._pending_question: str | None = None
-        self._indexing = False
-        # Freshness: files changed on disk re-index themselves (keywords first). A change
-        # during an indexing run pauses its vector fill and re-indexes once it has ended.
-        self._index_running = False  # an index worker is between start and its last message
-        self._fill_cancel = threading.Event()  # set to pause the running worker's vector fill
-        self._refresh_pending = False
-        self._refreshing = False  # the running index worker was started by a file change
-        self._watching = False
         self.chat = ChatScreen()
-        self._rebuild_next = False  # the index on disk is incompatible: ctrl+r rebuilds it
         self.status = SessionStatus(
             repo=config.repo_label or Path(config.repo).name or str(config.repo),
             model=config.agent.model,
@@ -123,16 +117,18 @@ class CodeqaApp(App[None]):
 
     def on_unmount(self) -> None:
         self._stop.set()
-        self._fill_cancel.set()
+        self.live.stop_filling_soon()
         if self._answer_cancel is not None:
             self._answer_cancel.set()
-        for index in (self.index, self._next_index):
-            if index is None:
-                continue
-            try:
-                index.close()
-            except Exception:  # closing must never turn a clean quit into a traceback
-                pass
+        try:
+            self.live.close()  # an answer still borrowing its index closes it when done
+        except Exception:  # closing must never turn a clean quit into a traceback
+            pass
+
+    @property
+    def index(self) -> Index | None:
+        """The index answers come from now (None before the first one is ready)."""
+        return self.live.current
 
     def notify(
         self,
@@ -163,62 +159,62 @@ class CodeqaApp(App[None]):
 
     # ---- indexing ---------------------------------------------------------------------
 
-    def start_indexing(self) -> None:
-        self._indexing = True
-        self._index_running = True
-        self._fill_cancel = threading.Event()
+    def start_indexing(self, *, refreshing: bool = False) -> None:
+        self.work = replace(self.work, running=self.work.running + 1, refreshing=refreshing)
         self.chat.query_one(IndexProgress).start()
-        rebuild, self._rebuild_next = self._rebuild_next, False
-        self._index_worker(rebuild, self.assistant is None, self._fill_cancel)
+        rebuild = self.work.rebuild_next
+        self.work = replace(self.work, rebuild_next=False)
+        self._index_worker(rebuild, self.assistant is None)
 
-    @work(thread=True, group="index", exclusive=True, exit_on_error=False)
-    def _index_worker(
-        self, rebuild: bool, build_assistant: bool, fill_cancel: threading.Event
-    ) -> None:
+    @work(thread=True, group="index", exit_on_error=False)
+    def _index_worker(self, rebuild: bool, build_assistant: bool) -> None:
         def report_progress(event: ProgressEvent) -> None:
             self.post_message(IndexProgressed(event))
 
         try:
-            index, report, notice = update_index(
-                self.config.repo,
-                self.config.settings.index,
-                report_progress,
-                self._stop,
-                rebuild=rebuild,
-            )
-            ready = IndexReady(index, report, notice)
+            # Its events (IndexReady, then the fill's progress) come through _on_live_event.
+            self.live.refresh(report_progress, rebuild=rebuild, cancel=self._stop)
             if build_assistant:
                 from codeqa.agent import Assistant
 
-                ready.retriever = LiveRetriever(index)
-                ready.assistant = Assistant(ready.retriever, self.config.agent)
-        except Cancelled:
-            return
-        except IndexMismatch as error:
-            self.post_message(IndexFailed(f"{error} (or press ctrl+r to rebuild it now)", True))
-            return
-        except CodeqaError as error:
-            self.post_message(IndexFailed(str(error)))
-            return
-        except Exception as error:  # an unexpected failure is still a notice, not a crash
-            self.post_message(IndexFailed(f"indexing failed: {type(error).__name__}: {error}"))
-            return
-        self.post_message(ready)
-        try:
+                self.post_message(AssistantReady(Assistant(self._retriever, self.config.agent)))
             if self.config.agent.model:
                 # litellm takes seconds to import: now, not while the first question waits.
                 from codeqa.retrieval.litellm_calls import load_litellm
 
                 load_litellm()
-            if ready.vectors_missing:
-                index.fill_vectors(report_progress, fill_cancel)
         except Cancelled:
-            self.post_message(VectorsFilled("stopped"))
             return
-        except Exception as error:
-            self.post_message(VectorsFilled(f"{error}"))
-            return
-        self.post_message(VectorsFilled())
+        except IndexMismatch as error:
+            self.post_message(IndexFailed(f"{error} (or press ctrl+r to rebuild it now)", True))
+        except CodeqaError as error:
+            self.post_message(IndexFailed(str(error)))
+        except Exception as error:  # an unexpected failure is still a notice, not a crash
+            self.post_message(IndexFailed(f"indexing failed: {type(error).__name__}: {error}"))
+
+    def _on_live_event(self, event: LiveEvent) -> None:
+        """The live index's events, turned into messages (called on its threads)."""
+        if isinstance(event, Refreshed | RefreshBusy):
+            # Counted on the worker thread: on a large index they are queries worth not
+            # running on the UI thread.
+            with self.live.borrow() as index:
+                chunks, missing = index.chunk_count, index.vectors_missing
+                report = (
+                    event.report
+                    if isinstance(event, Refreshed)
+                    else IndexReport(repo_root=index.repo_root, index_dir=index.directory)
+                )
+                notice = (
+                    f"{event.error}; meanwhile answers use the index as it is"
+                    if isinstance(event, RefreshBusy)
+                    else None
+                )
+                self.post_message(IndexReady(report, notice, chunks, missing, index.directory))
+        elif isinstance(event, FillProgressed):
+            self.post_message(IndexProgressed(event.event))
+        elif isinstance(event, FillEnded):
+            reason = None if event.complete else "stopped" if event.stopped else event.busy
+            self.post_message(VectorsFilled(reason or event.error))
 
     def on_index_progressed(self, message: IndexProgressed) -> None:
         event: ProgressEvent = message.event
@@ -228,16 +224,11 @@ class CodeqaApp(App[None]):
             filled = 1 - (event.total - event.done) / chunks
             self._set_status(vectors_filled=min(max(filled, 0.0), 1.0))
 
+    def on_assistant_ready(self, message: AssistantReady) -> None:
+        self.assistant = message.assistant
+        self._answer_pending()
+
     def on_index_ready(self, message: IndexReady) -> None:
-        if message.assistant is not None:
-            self.assistant, self._retriever = message.assistant, message.retriever
-            self.index = message.index
-        elif self.answering:
-            if self._next_index is not None:  # re-indexed twice during one answer
-                self._next_index.close()
-            self._next_index = message.index
-        else:
-            self._serve(message.index)
         self.index_error = None
         chunks = message.chunks
         missing = message.vectors_missing
@@ -247,43 +238,43 @@ class CodeqaApp(App[None]):
             vectors_filled=filled,
             state=FILLING if missing else "ready",
         )
-        if self._refreshing:
-            self._refreshing = False
+        if self.work.refreshing:
             self._set_status(refreshed=time.strftime("%H:%M:%S"))
-        if not self._watching:
-            self._watching = True
-            self._watch_worker(message.index.repo_root, message.index.directory)
+        self.work = replace(self.work, running=max(self.work.running - 1, 0), refreshing=False)
+        if not self.work.watching:
+            self.work = replace(self.work, watching=True)
+            self._watch_worker(message.report.repo_root, message.index_dir)
         if not missing:
             self._indexing_done()
         if message.notice:
             self.notify(message.notice, severity="warning", timeout=10)
-        elif self._reindex_requested:
+        elif self.work.reindex_requested:
             self.notify(_reindex_summary(message.report), title="Re-indexed")
         elif chunks == 0:
             self.notify(
                 "no source files found in this repository (check .gitignore/.codeqaignore)",
                 severity="warning",
             )
-        self._reindex_requested = False
-        if self._pending_question is not None:
-            question, self._pending_question = self._pending_question, None
-            self._run_answer(question)
+        self.work = replace(self.work, reindex_requested=False)
+        self._answer_pending()
 
-    def _serve(self, index: Index) -> None:
-        """Answer from `index` from now on, closing the one it replaces."""
-        previous = self.index
-        self.index = index
-        if self._retriever is not None:
-            self._retriever.index = index
-        if previous is not None and previous is not index:
-            previous.close()
+    def _answer_pending(self) -> None:
+        """Answer the question asked before the index and the assistant were both ready."""
+        if self._pending_question is None or self.assistant is None or self.index is None:
+            return
+        question, self._pending_question = self._pending_question, None
+        self._run_answer(question)
 
     async def on_index_failed(self, message: IndexFailed) -> None:
         self._indexing_done()
-        self._index_running = self._refreshing = False
-        self._reindex_requested = False
+        self.work = replace(
+            self.work,
+            running=max(self.work.running - 1, 0),
+            refreshing=False,
+            reindex_requested=False,
+            rebuild_next=message.needs_rebuild,
+        )
         self.index_error = message.reason
-        self._rebuild_next = message.needs_rebuild
         self._set_status(state="no index")
         self.notify(
             message.reason, title="Cannot index the repository", severity="error", timeout=10
@@ -291,10 +282,10 @@ class CodeqaApp(App[None]):
         if self._pending_question is not None:
             self._pending_question = None
             await self._fail_pending_answer(message.reason)
-        self._refresh_if_pending()
 
     def on_vectors_filled(self, message: VectorsFilled) -> None:
-        self._index_running = False
+        if self.work.running:
+            return  # stopped for a refresh still under way: its IndexReady says what is next
         self._indexing_done()
         if message.reason is None:
             self._set_status(vectors_filled=1.0, state="ready")
@@ -305,7 +296,6 @@ class CodeqaApp(App[None]):
                 "the next re-index",
                 severity="warning",
             )
-        self._refresh_if_pending()
 
     # ---- freshness --------------------------------------------------------------------
 
@@ -330,32 +320,21 @@ class CodeqaApp(App[None]):
         )
 
     def on_files_changed(self, message: FilesChanged) -> None:
-        if self._index_running:
-            # Searchable edits first: the fill stops at its next batch and goes on after.
-            self._refresh_pending = True
-            self._fill_cancel.set()
+        # Searchable edits first: the refresh stops the vector fill at its next batch, and
+        # the fill goes on after it.
+        if self._stop.is_set():
             return
-        self._refresh()
-
-    def _refresh_if_pending(self) -> None:
-        if self._refresh_pending and not self._index_running and not self._stop.is_set():
-            self._refresh()
-
-    def _refresh(self) -> None:
-        self._refresh_pending = False
-        self._refreshing = True
         self._set_status(state="refreshing")
-        self.start_indexing()
+        self.start_indexing(refreshing=True)
 
     def _indexing_done(self) -> None:
-        self._indexing = False
         self.chat.query_one(IndexProgress).done()
 
     def action_reindex(self) -> None:
-        if self._indexing:
+        if self.work.running or self.live.filling:
             self.notify("indexing is already running")
             return
-        self._reindex_requested = True
+        self.work = replace(self.work, reindex_requested=True)
         self._set_status(state="indexing")
         self.start_indexing()
 
@@ -378,7 +357,6 @@ class CodeqaApp(App[None]):
         self._run_answer(message.question)
 
     def _run_answer(self, question: str) -> None:
-        assert self._retriever is not None  # handed over with the assistant
         self._retriever.begin_question()
         self._answer_cancel = threading.Event()
         self._set_status(state="answering")
@@ -393,12 +371,11 @@ class CodeqaApp(App[None]):
             self.post_message(AnswerToken(text))
 
         def ask() -> Answer:
-            return assistant.ask(question, thread_id=thread_id, on_token=on_token, cancel=cancel)
-
-        def relevant() -> bool:  # judged on the search it was fitted on (relevance.py)
-            mode = assistant.settings.search_mode
-            hits = assistant.retriever.search(cap_query(question), mode, RELEVANCE_HITS)
-            return assess_relevance(question, hits).relevant
+            # The whole answer reads the index open now; a refresh meanwhile swaps it after.
+            with self._retriever.pinned():
+                return assistant.ask(
+                    question, thread_id=thread_id, on_token=on_token, cancel=cancel
+                )
 
         try:
             answer = await in_daemon_thread(ask, name="codeqa-answer")
@@ -410,9 +387,8 @@ class CodeqaApp(App[None]):
             self.post_message(AnswerFailed(f"{type(error).__name__}: {error}"))
         else:
             self.post_message(AnswerFinished(answer, cancelled=cancel.is_set()))
-            if not cancel.is_set() and not await in_daemon_thread(
-                relevant, name="codeqa-relevance"
-            ):
+            relevance = answer.relevance
+            if not cancel.is_set() and relevance is not None and not relevance.relevant:
                 warning = f"{NOTHING_RELEVANT}; the answer shows only the closest matches."
                 self.notify(warning, title="About this answer", timeout=8)
 
@@ -424,7 +400,6 @@ class CodeqaApp(App[None]):
         answer = message.answer
         if self._answer_view is not None:
             await self._answer_view.finish(_shown_text(answer))
-        assert self._retriever is not None
         self.chat.show_evidence(answer, self._retriever.search_scores)
         if answer.notes and not message.cancelled:
             self.notify(" ".join(answer.notes), title="About this answer", timeout=8)
@@ -443,10 +418,7 @@ class CodeqaApp(App[None]):
     def _answer_done(self) -> None:
         self._answer_cancel = None
         self._answer_view = None
-        if self._next_index is not None:
-            index, self._next_index = self._next_index, None
-            self._serve(index)
-        self._set_status(state=FILLING if self._indexing else "ready")
+        self._set_status(state=FILLING if self.live.filling else "ready")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_answer":
@@ -479,8 +451,8 @@ class CodeqaApp(App[None]):
 
     def _open_viewer(self, opened: Citation) -> None:
         """Show `opened`; `n` / `p` there step through the answer's citations."""
-        if self._retriever is None:
-            return  # nothing answered yet, so nothing to show
+        if self.index is None:
+            return  # nothing indexed yet, so nothing to show
         citations = self.chat.query_one(CitationList).citations
         # Back from the code, the next thing typed is most likely a question.
         self.push_screen(
@@ -494,13 +466,25 @@ class CodeqaApp(App[None]):
 
     async def action_quit(self) -> None:
         self._stop.set()
-        self._fill_cancel.set()
+        self.live.stop_filling_soon()
         if self._answer_cancel is not None:
             self._answer_cancel.set()
         self.exit()
 
 
 FILLING = "filling vectors"  # the state while vectors are embedded behind keyword search
+
+
+@dataclass(frozen=True, slots=True)
+class IndexWork:
+    """What the chat has asked of its live index and not yet heard back about."""
+
+    running: int = 0  # index runs (start, ctrl+r, file changes) not yet ready or failed
+    refreshing: bool = False  # the latest run was started by a file change
+    reindex_requested: bool = False  # ctrl+r: say what the re-index found, even "nothing"
+    rebuild_next: bool = False  # the index on disk is incompatible: ctrl+r rebuilds it
+    watching: bool = False  # the file watcher is started
+
 
 # Shown in place of the agent's paragraph on offline answers, which would fill most
 # of an 80x24 terminal on every answer; the help screen (F1) explains offline mode.

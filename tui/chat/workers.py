@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from codeqa.agent.answer import Answer
-from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.index import Index
-from codeqa.retrieval.indexing import IndexReport, ProgressCallback, ProgressEvent
-from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
+from codeqa.retrieval.live import LiveIndex
+from codeqa.retrieval.records import (
+    Chunk,
+    IndexReport,
+    ProgressEvent,
+    SearchHit,
+    SearchMode,
+    SkippedFile,
+    SourceFile,
+)
 from textual.message import Message
 
 if TYPE_CHECKING:
@@ -58,20 +66,41 @@ async def in_daemon_thread(function: Callable[[], T], name: str) -> T:
 
 
 class LiveRetriever:
-    """The agent's view of the index: re-indexing swaps it without losing the conversation.
+    """The agent's view of the live index: re-indexing swaps it without losing the conversation.
+
+    Each call borrows the index open at that moment; while an answer is written (`pinned`)
+    every call uses the index the answer started on, which a swap leaves open until then.
 
     It also notes each chunk's search score for the question being answered: the
     agent re-ranks its evidence on a scale of its own, and the evidence pane shows
     the score `codeqa search` prints instead.
     """
 
-    def __init__(self, index: Index) -> None:
-        self.index = index
+    def __init__(self, live: LiveIndex) -> None:
+        self.live = live
+        self._pinned: Index | None = None
         self.search_scores: dict[str, float] = {}  # chunk id -> best score this question
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Answer one question from the index open now, however often it is swapped meanwhile."""
+        with self.live.borrow() as index:
+            self._pinned = index
+            try:
+                yield
+            finally:
+                self._pinned = None
+
+    def _use(self, read: Callable[[Index], T]) -> T:
+        pinned = self._pinned
+        if pinned is not None:
+            return read(pinned)
+        with self.live.borrow() as index:
+            return read(index)
 
     @property
     def repo_root(self) -> Path:
-        return self.index.repo_root
+        return self._use(lambda index: index.repo_root)
 
     def begin_question(self) -> None:
         """Forget the previous question's scores (called before the answer's thread starts)."""
@@ -80,7 +109,7 @@ class LiveRetriever:
     def search(
         self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10
     ) -> list[SearchHit]:
-        hits = self.index.search(query, mode, limit)
+        hits = self._use(lambda index: index.search(query, mode, limit))
         scores = self.search_scores
         for hit in hits:
             key = hit.chunk.chunk_id
@@ -88,46 +117,17 @@ class LiveRetriever:
         return hits
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
-        return self.index.find_symbol(name, limit)
+        return self._use(lambda index: index.find_symbol(name, limit))
 
     @property
     def graph(self) -> Graph:
-        return self.index.graph
+        return self._use(lambda index: index.graph)
 
     def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
-        return self.index.read_file(path, as_indexed=as_indexed)
+        return self._use(lambda index: index.read_file(path, as_indexed=as_indexed))
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
-        return self.index.chunks_for_path(path)
-
-
-def update_index(
-    repo: Path,
-    settings: IndexSettings,
-    progress: ProgressCallback,
-    cancel: threading.Event,
-    *,
-    rebuild: bool = False,
-) -> tuple[Index, IndexReport, str | None]:
-    """Bring the index up to date for keyword search (fast), then open it; vectors come later.
-
-    The third value is a notice for the user when the index could not be updated.
-    """
-    from codeqa.retrieval.errors import IndexNotFound, StoreUnavailable
-    from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import build_index
-
-    try:
-        report = build_index(repo, settings, progress, rebuild=rebuild, embed=False, cancel=cancel)
-    except StoreUnavailable as busy:
-        # Another codeqa is updating this index: chat over what it holds so far.
-        try:
-            index = open_index(repo, settings)
-        except IndexNotFound:
-            raise busy from None
-        report = IndexReport(repo_root=index.repo_root, index_dir=index.directory)
-        return index, report, f"{busy}; meanwhile answers use the index as it is"
-    return open_index(repo, settings), report, None
+        return self._use(lambda index: index.chunks_for_path(path))
 
 
 # ---- messages from workers to the app ------------------------------------------------------
@@ -140,30 +140,30 @@ class IndexProgressed(Message):
 
 
 class IndexReady(Message):
-    """The index is searchable (keyword search at least).
-
-    `assistant` is set on the first indexing only: the worker builds it (its imports
-    take seconds) over a retriever on `index`; later re-indexes hand over just the index.
-    """
+    """The index is searchable (keyword search at least), after a build or a refresh."""
 
     def __init__(
         self,
-        index: Index,
         report: IndexReport,
         notice: str | None,
-        assistant: Assistant | None = None,
-        retriever: LiveRetriever | None = None,
+        chunks: int,
+        vectors_missing: int,
+        index_dir: Path,
     ) -> None:
         super().__init__()
-        self.index = index
         self.report = report
-        self.notice = notice
+        self.notice = notice  # for the user, when the index could not be updated
+        self.chunks = chunks
+        self.vectors_missing = vectors_missing
+        self.index_dir = index_dir
+
+
+class AssistantReady(Message):
+    """The assistant is built (its imports take seconds): questions can be answered."""
+
+    def __init__(self, assistant: Assistant) -> None:
+        super().__init__()
         self.assistant = assistant
-        self.retriever = retriever
-        # Counted on the worker thread: on a large index they are queries worth not
-        # running on the UI thread.
-        self.chunks = index.chunk_count
-        self.vectors_missing = index.vectors_missing
 
 
 class IndexFailed(Message):

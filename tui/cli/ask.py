@@ -22,8 +22,8 @@ from codeqa.tui.cli.common import (
     add_api_base_argument,
     add_index_arguments,
     add_path_argument,
+    fresh_index,
     repository_from_args,
-    say_refreshed,
     settings_from_args,
 )
 from codeqa.tui.settings import TRUST_FLAG
@@ -69,13 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.agent import Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
-    from codeqa.retrieval.search.query import cap_query
-    from codeqa.retrieval.search.relevance import (
-        NOTHING_RELEVANT,
-        RELEVANCE_HITS,
-        assess_relevance,
-    )
-    from codeqa.tui.cli.progress import VectorCoverage
+    from codeqa.retrieval.search.relevance import NOTHING_RELEVANT
+    from codeqa.tui.cli.progress import ProgressPrinter, VectorCoverage
 
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
@@ -85,8 +80,18 @@ def run(args: argparse.Namespace) -> int:
     agent = settings.agent(search_mode=SearchMode(args.mode))
     if agent.model:  # a bad model name or key should not cost an indexing run first
         LLMClient(agent).check()
-    index = _fresh_index(repo, settings.index, load_model=agent.search_mode is not SearchMode.BM25)
-    with index:
+    printer = ProgressPrinter(quiet_scan=True)
+    try:
+        live = fresh_index(
+            repo,
+            settings.index,
+            load_model=agent.search_mode is not SearchMode.BM25,
+            create=True,
+            progress=printer,
+        )
+    finally:
+        printer.close()
+    with live, live.borrow() as index:
         index.scope = PathScope(tuple(args.path))
         coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
         if coverage.missing and agent.search_mode is not SearchMode.BM25:
@@ -104,12 +109,12 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(token)
             sys.stdout.flush()
 
-        # Judged on the search it was fitted on, and said before the answer streams.
-        judged = index.search(cap_query(question), agent.search_mode, RELEVANCE_HITS)
-        relevance = assess_relevance(question, judged)
-        if not relevance.relevant and not args.json:
-            print(f"{NOTHING_RELEVANT}; the closest matches follow.\n", flush=True)
         answer = assistant.ask(question, on_token=on_token if stream else None)
+        relevance = answer.relevance
+        assert relevance is not None  # the assistant always judges its answer
+        if not relevance.relevant and not args.json:
+            # Above the answer; a streamed answer is already out, so it comes after that.
+            print(("\n\n" if stream else "") + f"{NOTHING_RELEVANT}; the closest matches follow.\n")
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
                 print(f"codeqa: note: {note}", file=sys.stderr)
@@ -192,34 +197,6 @@ def _index_command(root: Path, args: argparse.Namespace) -> str:
     if args.trust_repo_config:
         words.append(TRUST_FLAG)
     return shlex.join(words)
-
-
-def _fresh_index(repo: Path, settings, *, load_model: bool):
-    """The repository's index, first brought up to date with the files on disk.
-
-    With `load_model` (an answer that searches by vector) the model loads while the store
-    opens.
-    An answer never comes from files that changed since they were indexed: a `git pull`
-    may have edited them, or turned one into a symlink to a secret. Only changed files are
-    re-read, so on an unchanged repository this costs one scan (~0.4 s on django). Vectors
-    are not waited for (`embed=False`): keyword search is ready within seconds, and
-    embedding a new repository takes minutes (django: 150-290 s).
-    """
-    from codeqa.retrieval.errors import IndexNotWritable
-    from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import IndexReport, refresh_for_keywords
-    from codeqa.tui.cli.progress import ProgressPrinter
-
-    printer = ProgressPrinter(quiet_scan=True)
-    report: IndexReport | IndexNotWritable | None
-    try:
-        report = refresh_for_keywords(repo, settings, printer)
-    except IndexNotWritable as error:  # answered from the index as it is, if there is one
-        report = error
-    finally:
-        printer.close()
-    say_refreshed(report, "answering from it")
-    return open_index(repo, settings, load_model=load_model)
 
 
 def answer_to_json(answer) -> dict[str, object]:

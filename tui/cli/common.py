@@ -13,8 +13,8 @@ from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
 if TYPE_CHECKING:
     from codeqa.retrieval.config import IndexSettings
     from codeqa.retrieval.errors import IndexNotWritable
-    from codeqa.retrieval.index import Index
-    from codeqa.retrieval.indexing import IndexReport
+    from codeqa.retrieval.live import LiveIndex
+    from codeqa.retrieval.records import IndexReport, ProgressCallback
 
 REPO_HELP = "a folder in the repository (default: .); its git root's index is used"
 
@@ -86,32 +86,48 @@ def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
     return settings
 
 
-def open_fresh_index(repo: Path, settings: IndexSettings, *, load_model: bool) -> Index:
-    """The existing index of `repo`, with files changed on disk since it was built re-read.
+def fresh_index(
+    repo: Path,
+    settings: IndexSettings,
+    *,
+    load_model: bool,
+    create: bool = False,
+    progress: ProgressCallback | None = None,
+) -> LiveIndex:
+    """The live index of `repo`, with files changed on disk since it was last updated re-read.
 
-    With `load_model` (a search that embeds its query) the model loads while the store opens.
-    Unlike `codeqa ask` it never creates an index: with none, open_index says how to
-    build one. On an unchanged repository the check is one scan of the files.
+    An answer or a search never comes from files that changed since they were indexed: a
+    `git pull` may have edited them, or turned one into a symlink to a secret. Only changed
+    files are re-read, so on an unchanged repository this costs one scan (~0.4 s on django).
+    Vectors are not waited for: keyword search is ready within seconds, and embedding a new
+    repository takes minutes (django: 150-290 s).
+
+    With `load_model` (a search that embeds its query) the model loads while the store
+    opens. With `create` (`codeqa ask`) an absent index is built; otherwise IndexNotFound
+    says how to build one, before anything is written.
     """
     from codeqa.retrieval.errors import IndexNotWritable
-    from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import refresh_for_keywords
+    from codeqa.retrieval.live import LiveIndex
 
-    # Raises IndexNotFound before anything is written.
-    index = open_index(repo, settings, load_model=load_model)
+    live = LiveIndex(repo, settings, load_model=load_model)
     report: IndexReport | IndexNotWritable | None
     try:
-        # No progress bar: the command prints its results, plus one line if the index changed.
-        report = refresh_for_keywords(repo, settings)
-    except IndexNotWritable as error:
-        report = error
+        if not create:
+            live.open()
+        try:
+            # One line if the index changed (and a progress bar, for `ask`'s first build).
+            report = live.refresh(progress)
+        except IndexNotWritable as error:
+            # A read-only mount, a full disk: the failed write left the index as it was,
+            # and reads refuse the files changed since; it is used as it is, if there is one.
+            if not live.is_open:
+                live.open()
+            report = error
     except BaseException:
-        index.close()
+        live.close()
         raise
-    if say_refreshed(report, "using it"):
-        index.close()  # its file list is the old one: reopen on the updated manifest
-        return open_index(repo, settings, load_model=load_model)
-    return index
+    say_refreshed(report, "answering from it" if create else "using it")
+    return live
 
 
 def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bool:

@@ -255,7 +255,7 @@ class _RunDisplay:
 
     def observer(self, done: list, out: TextIO | None):
         from codeqa.evals.runner import RunObserver
-        from codeqa.retrieval.indexing import ProgressEvent
+        from codeqa.retrieval.records import ProgressEvent
 
         def corpus_started(corpus: str, repo: Path) -> None:
             from codeqa.tui.cli.progress import ProgressPrinter

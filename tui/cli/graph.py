@@ -15,7 +15,7 @@ from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
-    open_fresh_index,
+    fresh_index,
     repository_from_args,
     settings_from_args,
 )
@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--depth must be at least 1")
     repo = repository_from_args(args.repo, "looking up").root
     settings = settings_from_args(args, repo)
-    with open_fresh_index(repo, settings.index, load_model=False) as index:
+    live = fresh_index(repo, settings.index, load_model=False)
+    with live, live.borrow() as index:
         graph = index.graph
         if args.graph_command == "impact":
             impact = graph.impact(args.target, args.depth)

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from codeqa.retrieval.indexing import IndexReport, ProgressEvent
+from codeqa.retrieval.records import IndexReport, ProgressEvent
 from codeqa.tui.terminal_text import terminal_of, visible
 
 _PHASE_LABELS = {"scan": "scanning", "chunk": "chunking", "embed": "embedding"}

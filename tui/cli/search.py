@@ -26,7 +26,7 @@ from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
     add_path_argument,
-    open_fresh_index,
+    fresh_index,
     repository_from_args,
     settings_from_args,
 )
@@ -107,9 +107,8 @@ def run(args: argparse.Namespace) -> int:
     repo = repository_from_args(args.repo, "searching", limited=True)
     settings = settings_from_args(args, repo.root)
     mode = SearchMode(args.mode)
-    with open_fresh_index(
-        repo.root, settings.index, load_model=mode is not SearchMode.BM25
-    ) as index:
+    live = fresh_index(repo.root, settings.index, load_model=mode is not SearchMode.BM25)
+    with live, live.borrow() as index:
         index.scope = PathScope(tuple(args.path), folder=repo.subpath)
         missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
         if missing:

@@ -32,10 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.retrieval.status import index_status, status_text
+    from codeqa.retrieval.live import LiveIndex
+    from codeqa.retrieval.status import status_text
 
     repo = repository_from_args(args.repo, "reporting on").root
     settings = settings_from_args(args, repo)
-    status = index_status(repo, settings.index)
+    with LiveIndex(repo, settings.index) as live:  # not opened: the status reads the disk
+        status = live.status()
     print(json.dumps(asdict(status), indent=2) if args.json else status_text(status))
     return 0

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from codeqa.tui.cli.common import (
     REPO_HELP,
@@ -25,8 +25,8 @@ from codeqa.tui.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from codeqa.retrieval.config import IndexSettings
-    from codeqa.retrieval.indexing import IndexReport
+    from codeqa.retrieval.live import LiveEvent
+    from codeqa.retrieval.records import IndexReport
 
 INTERRUPTED = 130
 
@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from codeqa.retrieval.config import index_dir_for
     from codeqa.retrieval.errors import CodeqaError
-    from codeqa.retrieval.indexing import discover_options, refresh_for_keywords
+    from codeqa.retrieval.indexing import discover_options
+    from codeqa.retrieval.live import LiveIndex, Refreshed
     from codeqa.tui.cli.progress import ProgressPrinter
     from codeqa.tui.memory import limit_malloc_arenas
     from codeqa.tui.watching import change_batches
@@ -58,55 +59,85 @@ def run(args: argparse.Namespace) -> int:
     root = repository_from_args(args.path, "watching").root
     settings = settings_from_args(args, root).index
     stop = threading.Event()
-    filler = VectorFiller(root, settings)
+    live = LiveIndex(root, settings, fill=True)
+    started = [time.perf_counter()]  # when the refresh under way began
+    said_watching: list[bool] = []
+
+    def say(event: LiveEvent) -> None:
+        # Said from the event, raised before the fill starts again: its lines come after.
+        if isinstance(event, Refreshed):
+            report = event.report
+            if not said_watching:
+                said_watching.append(True)
+                files, chunks = report.files_seen, report.chunks_total
+                _line(f"watching {root}: {files:,} files, {chunks:,} chunks")
+            elif line := refresh_line(report, time.perf_counter() - started[0]):
+                _line(line)
+        else:
+            _say_filling(event)
+
+    live.subscribe(say)
 
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():  # a second Ctrl-C: the user will not wait for a safe point
             raise KeyboardInterrupt
         stop.set()
-        filler.pause_soon()
+        live.stop_filling_soon()
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         printer = ProgressPrinter(quiet_scan=True)  # a first build of a large repository
         try:
-            first = refresh_for_keywords(root, settings, printer)
+            first = live.refresh(printer)
         finally:
             printer.close()
         if first is None:
             print(_BUSY, file=sys.stderr)
-        else:
-            print(f"watching {root}: {first.files_seen:,} files, {first.chunks_total:,} chunks")
-        sys.stdout.flush()
-        if not stop.is_set():
-            filler.start()
+            said_watching.append(True)  # what later refreshes find is said as changes
         batches = change_batches(
             root, index_dir_for(root, settings.index_dir), stop, discover_options(settings)
         )
         for _paths in batches:
-            started = time.perf_counter()
-            filler.pause()  # it holds the index's lock while it writes vectors
+            started[0] = time.perf_counter()
             try:
-                report = refresh_for_keywords(root, settings)
+                report = live.refresh()  # it pauses the vector fill, which holds the lock
             except CodeqaError as error:  # e.g. the disk filled: say so, keep watching
                 print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
             else:
                 if report is None:
                     print(_BUSY, file=sys.stderr)
-                elif line := refresh_line(report, time.perf_counter() - started):
-                    print(line)
-            sys.stdout.flush()
-            if not stop.is_set():
-                filler.start()
     finally:
-        filler.pause()
+        live.close()
         signal.signal(signal.SIGINT, previous)
     print(
         "codeqa: stopped watching; the index is consistent"
-        + ("" if filler.complete else "; `codeqa index` or `codeqa watch` fills the vectors left"),
+        + (
+            ""
+            if live.vectors_complete
+            else "; `codeqa index` or `codeqa watch` fills the vectors left"
+        ),
         file=sys.stderr,
     )
     return INTERRUPTED
+
+
+def _say_filling(event: LiveEvent) -> None:
+    """One line as the background fill starts and ends (a failure on stderr)."""
+    from codeqa.retrieval.live import FillEnded, FillStarted
+
+    if isinstance(event, FillStarted):
+        _line(f"filling vectors: {_chunks(event.missing)} without one")
+    elif isinstance(event, FillEnded) and event.complete:
+        _line(f"vectors filled: {_chunks(event.missing)} in {event.seconds:.1f} s")
+    elif isinstance(event, FillEnded) and event.error:
+        _line(f"codeqa: warning: filling vectors failed: {event.error}", sys.stderr)
+
+
+def _line(text: str, stream: TextIO | None = None) -> None:
+    """One whole line in one write: the refresh and the fill say theirs from two threads."""
+    out = sys.stdout if stream is None else stream
+    out.write(text + "\n")
+    out.flush()
 
 
 _BUSY = "codeqa: note: another codeqa process is updating this index; it is left to finish"
@@ -126,56 +157,3 @@ def refresh_line(report: IndexReport, seconds: float) -> str | None:
 
 def _chunks(count: int) -> str:
     return f"{count:,} chunk" if count == 1 else f"{count:,} chunks"
-
-
-class VectorFiller:
-    """Fills the index's missing vectors on a background thread, one start at a time.
-
-    `pause` stops it at the next batch edge (whatever was embedded is kept) and waits until
-    it has let go of the index's lock, so a refresh can take it.
-    """
-
-    def __init__(self, root: Path, settings: IndexSettings) -> None:
-        self._root = root
-        self._settings = settings
-        self._cancel = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.complete = False  # every chunk had its vector when the last fill ended
-
-    def start(self) -> None:
-        self._cancel = threading.Event()
-        self._thread = threading.Thread(target=self._fill, name="codeqa-vectors", daemon=True)
-        self._thread.start()
-
-    def pause_soon(self) -> None:
-        """Ask the fill to stop at its next batch edge; safe in a signal handler."""
-        self._cancel.set()
-
-    def pause(self) -> None:
-        self._cancel.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _fill(self) -> None:
-        from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy
-        from codeqa.retrieval.index import open_index
-
-        try:
-            with open_index(self._root, self._settings) as index:
-                missing = index.vectors_missing
-                self.complete = not missing
-                if not missing or self._cancel.is_set():
-                    return
-                started = time.perf_counter()
-                print(f"filling vectors: {_chunks(missing)} without one", flush=True)
-                index.fill_vectors(cancel=self._cancel)
-                self.complete = True
-                print(
-                    f"vectors filled: {_chunks(missing)} in {time.perf_counter() - started:.1f} s",
-                    flush=True,
-                )
-        except (Cancelled, IndexBusy):
-            return  # paused for a refresh or Ctrl-C; another codeqa may be filling them
-        except CodeqaError as error:  # e.g. the disk filled: keyword search still works
-            print(f"codeqa: warning: filling vectors failed: {error}", file=sys.stderr, flush=True)

@@ -11,22 +11,25 @@ import hashlib
 import json
 import sys
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy, IndexNotFound
+from codeqa.retrieval.errors import CodeqaError, IndexNotFound
 from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Reference
-from codeqa.retrieval.index import Index, open_index
-from codeqa.retrieval.indexing import refresh_for_keywords
+from codeqa.retrieval.index import Index
+from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
 from codeqa.retrieval.records import SearchHit, SearchMode, SkippedFile
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.search.scope import PathScope
-from codeqa.retrieval.status import IndexStatus, index_status
+from codeqa.retrieval.status import IndexStatus
 from codeqa.tui.graph_text import definition_line, reference_line
 from codeqa.tui.settings import Settings
+
+if TYPE_CHECKING:
+    from codeqa.agent import Assistant
 
 # Claude Code caps a tool result at 25k tokens; ~20k characters stays far below it for code.
 MAX_OUTPUT_CHARS = 20_000
@@ -114,92 +117,56 @@ class RefreshResult:
 
 
 class IndexService:
-    """The index of one repository, opened once and reopened only when a refresh changed it.
+    """The MCP tools over the live index of one repository (retrieval/live.py).
 
-    Tool calls arrive on worker threads and run side by side: each borrows the open index,
-    and a refresh that swaps in a new one closes the old one only when its last borrower
-    (a long `ask`, say) is done. Vectors are filled by a background thread that a refresh
-    or `close` stops first, as it holds the index lock that a refresh needs.
+    Tool calls arrive on worker threads and run side by side, each borrowing the open
+    index; a refresh swaps in a new one without closing it under a call still using it.
+    Vectors are filled in the background, paused while a refresh runs.
     """
 
     def __init__(self, repo: Path, settings: Settings):
         self._repo = repo
         self._settings = settings
-        self._lock = threading.Lock()  # guards the fields below, never held during work
-        self._borrowers: Counter[int] = Counter()  # id(index) -> calls using it now
-        self._refresh_lock = threading.Lock()  # one refresh at a time
-        self._filler: VectorFill | None = None
-        # Set once this server found every chunk of its index with a vector, and cleared by
-        # its refreshes: counting the missing ones is a scan of the table (5-20 ms on
-        # django), too much to repeat for every search of a complete index.
-        self._vectors_complete = False
-        self._retry: threading.Timer | None = None
-        self._closed = False
+        self._assistant: Assistant | None = None  # built on the first `ask`
+        self._assistant_lock = threading.Lock()
+        self.live = LiveIndex(repo, settings.index, fill=True, retry_busy=BUSY_RETRY_SECONDS)
+        self.live.subscribe(_warn)
         try:
             # An existing index is served at once and brought up to date in the background:
             # the no-op scan of django alone took ~3 s on a loaded machine before the first
             # answer (bench_mcp: spawn to first search 9.7 s before, 6.8 s after, load ~13).
-            self._index = open_index(repo, settings.index)
+            self.live.open()
         except IndexNotFound:
             # Keyword-first: an absent index is built without waiting for vectors.
-            refresh_for_keywords(repo, settings.index)
-            self._index = open_index(repo, settings.index)
-            self._start_fill()
+            self.live.refresh()
         else:
-            threading.Thread(
-                target=self._refresh_in_background, name="codeqa-refresh", daemon=True
-            ).start()
+            self.live.refresh_in_background()
 
     @property
     def repo_root(self) -> Path:
-        return self._index.repo_root
+        with self.live.borrow() as index:
+            return index.repo_root
 
     @property
     def index_dir(self) -> Path:
-        return self._index.directory
+        with self.live.borrow() as index:
+            return index.directory
 
     @property
     def work_now(self) -> str:
-        """What this server is doing to its index: "refreshing", "filling vectors" or "idle".
-
-        A refresh counts until the fill after it has started, so that a status taken in
-        between never shows vectors pending with nothing working on them.
-        """
-        if self._refresh_lock.locked():
-            return "refreshing"
-        filler = self._filler
-        return "filling vectors" if filler is not None and filler.running else "idle"
+        """What this server is doing to its index: "refreshing", "filling vectors" or "idle"."""
+        return self.live.work_now
 
     def close(self) -> None:
         """Stop the vector fill (finished batches are kept) and close the index."""
-        with self._refresh_lock:
-            self._stop_fill()
-            if self._retry is not None:
-                self._retry.cancel()
-            with self._lock:
-                self._closed = True
-                unused = not self._borrowers[id(self._index)]
-            if unused:  # otherwise the last call using it closes it
-                self._index.close()
+        self.live.close()
 
     @contextmanager
     def _borrow(self) -> Iterator[Index]:
-        with self._lock:
-            if self._closed:
-                raise ToolInputError("the server is shutting down")
-            index = self._index
-            self._borrowers[id(index)] += 1
-        try:
+        if self.live.closed:
+            raise ToolInputError("the server is shutting down")
+        with self.live.borrow() as index:
             yield index
-        finally:
-            with self._lock:
-                self._borrowers[id(index)] -= 1
-                unused = not self._borrowers[id(index)]
-                stale = index is not self._index or self._closed
-                if unused:
-                    del self._borrowers[id(index)]
-            if unused and stale:
-                index.close()
 
     def search(
         self,
@@ -231,7 +198,7 @@ class IndexService:
         )
         with self._borrow() as index:
             kept = index.search(query, search_mode, offset + limit + 1, scope)
-            missing = 0 if search_mode is SearchMode.BM25 else self._vectors_missing(index)
+        missing = 0 if search_mode is SearchMode.BM25 else self.live.vectors_missing()
         results: list[SearchResult] = []
         used = 0
         for hit in kept[offset : offset + limit]:
@@ -328,8 +295,6 @@ class IndexService:
         return GraphResult(relation, definitions, kept, None, len(found) - len(kept))
 
     def ask(self, question: str) -> AskResult:
-        from codeqa.agent import Assistant
-
         if not question.strip():
             raise ToolInputError("question is empty")
         if len(question) > MAX_QUERY_CHARS:
@@ -338,112 +303,40 @@ class IndexService:
             )
         # Borrowed, not locked: searches and refreshes go on while the model writes.
         with self._borrow() as index:
-            answer = Assistant(index, self._settings.agent()).ask(question)
+            answer = self._assistant_for(index).ask(question, retriever=index, remember=False)
         return AskResult(answer.text, [str(c) for c in answer.citations], answer.notes)
+
+    def _assistant_for(self, index: Index) -> Assistant:
+        """The one assistant of this server (its imports and graph are built once)."""
+        with self._assistant_lock:
+            if self._assistant is None:
+                from codeqa.agent import Assistant
+
+                self._assistant = Assistant(index, self._settings.agent())
+            return self._assistant
 
     def status(self) -> IndexStatus:
         """The shared status (retrieval.status), read from disk now."""
-        with self._borrow() as index:
-            return index_status(self._repo, self._settings.index, index)
+        return self.live.status()
 
     def refresh(self) -> RefreshResult:
         # Searches go on against the open index while the files are re-read (as the CLI
         # searches while `codeqa index` runs); only the swap to the reopened index waits.
-        with self._refresh_lock:
-            if self._closed:
-                raise ToolInputError("the server is shutting down")
-            self._stop_fill()  # it holds the index lock a refresh needs
-            try:
-                report = refresh_for_keywords(self._repo, self._settings.index)
-                if report is None:
-                    self._retry_later()
-                    with self._borrow() as index:
-                        return RefreshResult(0, 0, index.chunk_count, busy=True)
-                if report.files_changed or report.files_removed:
-                    with self._borrow() as current:  # its model, loaded once per server
-                        model = current.embedder
-                    reopened = open_index(self._repo, self._settings.index, model)
-                    with self._lock:
-                        stale, self._index = self._index, reopened
-                        self._vectors_complete = False  # the refresh may have added chunks
-                        unused = not self._borrowers[id(stale)]
-                    if unused:
-                        stale.close()
-                return RefreshResult(
-                    report.files_changed, report.files_removed, report.chunks_total
-                )
-            finally:
-                self._start_fill()
-
-    def _retry_later(self) -> None:
-        if self._retry is not None and self._retry.is_alive():
-            return
-        self._retry = threading.Timer(BUSY_RETRY_SECONDS, self._refresh_in_background)
-        self._retry.daemon = True
-        self._retry.start()
-
-    def _refresh_in_background(self) -> None:
-        self._retry = None  # a timer that fired: a refresh busy again schedules another
-        if self._closed:
-            return
-        try:
-            self.refresh()
-        except CodeqaError as error:  # e.g. the disk filled: say so; the watcher goes on
-            print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
-
-    def _vectors_missing(self, index: Index) -> int:
-        if self._vectors_complete:
-            return 0
-        missing = index.vectors_missing
-        filler = self._filler
-        if not missing and not (filler is not None and filler.running):
-            self._vectors_complete = True
-        return missing
-
-    def _start_fill(self) -> None:
-        if self._closed:
-            return
-        with self._lock:
-            index = self._index
-        self._vectors_complete = False
-        if self._vectors_missing(index):
-            self._filler = VectorFill(index, on_busy=self._retry_later)
-
-    def _stop_fill(self) -> None:
-        filler, self._filler = self._filler, None
-        if filler is not None:
-            filler.stop()
+        if self.live.closed:
+            raise ToolInputError("the server is shutting down")
+        report = self.live.refresh()
+        if report is None:
+            with self._borrow() as index:
+                return RefreshResult(0, 0, index.chunk_count, busy=True)
+        return RefreshResult(report.files_changed, report.files_removed, report.chunks_total)
 
 
-class VectorFill:
-    """Embeds the chunks of `index` that have no vector, on a daemon thread, under the
-    index lock; `stop` cancels it after the batch under way, keeping every finished one
-    (the next fill resumes from there). `on_busy` is called when the lock was taken."""
-
-    def __init__(self, index: Index, on_busy: Callable[[], None]):
-        self._index = index
-        self._on_busy = on_busy
-        self._cancel = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="codeqa-vectors", daemon=True)
-        self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self) -> None:
-        self._cancel.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        try:
-            self._index.fill_vectors(cancel=self._cancel)
-        except Cancelled:
-            return
-        except IndexBusy:
-            self._on_busy()  # another process's work, or a status probe in the same instant
-        except CodeqaError as error:
-            print(f"codeqa: warning: vector fill stopped: {error}", file=sys.stderr)
+def _warn(event: LiveEvent) -> None:
+    """What the server says on stderr about its index's background work."""
+    if isinstance(event, RefreshFailed):
+        print(f"codeqa: warning: refresh failed: {event.error}", file=sys.stderr)
+    elif isinstance(event, FillEnded) and event.error:
+        print(f"codeqa: warning: vector fill stopped: {event.error}", file=sys.stderr)
 
 
 def _bounded_impact(relation: str, impact: Impact) -> GraphResult:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codeqa.retrieval.indexing import ProgressEvent
+from codeqa.retrieval.records import ProgressEvent
 from codeqa.tui.terminal_text import visible
 from textual.app import ComposeResult
 from textual.containers import Horizontal

@@ -1,0 +1,82 @@
+"""The live index (retrieval/live.py) as long-running processes use it: it follows other
+processes' writes, and its folder does not grow without bound."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.live import LiveIndex
+from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.stores import lancedb as lance_store
+
+EMBED_MODEL = "wordllama"
+REBUILD = (
+    "import sys; from pathlib import Path; from codeqa.retrieval.config import IndexSettings; "
+    "from codeqa.retrieval.indexing import build_index; "
+    "build_index(Path(sys.argv[1]), IndexSettings(index_dir=Path(sys.argv[2]), "
+    "embed_model=sys.argv[3]), rebuild=True)"
+)
+
+
+def make_modules(root: Path, count: int, version: int = 0) -> None:
+    """`count` small modules; `version` changes each one's text."""
+    root.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        (root / f"module_{number}.py").write_text(
+            f"def handler_{number}(request):\n    return request.value + {version}\n"
+        )
+
+
+def folder_size(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def test_a_live_index_keeps_serving_after_another_process_rebuilds_it(tmp_path):
+    repo, index_dir = tmp_path / "repo", tmp_path / "index"
+    make_modules(repo, 8)
+    settings = IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL)
+    build_index(repo, settings)
+    with LiveIndex(repo, settings) as live:
+        live.open()
+        with live.borrow() as index:
+            assert index.search("handler_3", SearchMode.HYBRID, 3)
+        command = [sys.executable, "-c", REBUILD, str(repo), str(index_dir), EMBED_MODEL]
+        subprocess.run(command, check=True, capture_output=True)
+        with live.borrow() as index:  # the rebuilt index, not the deleted files
+            found = index.search("handler_3", SearchMode.HYBRID, 3)
+        assert found[0].chunk.path == "module_3.py"
+        assert live.refresh() is not None
+        with live.borrow() as index:
+            assert index.search("handler_5", SearchMode.BM25, 1)[0].chunk.path == "module_5.py"
+
+
+@pytest.mark.slow
+def test_the_index_folder_stays_within_twice_its_fresh_size_over_many_refreshes(
+    tmp_path, monkeypatch
+):
+    # Old versions are kept this long for readers in other processes; not waited out here.
+    no_grace = replace(lance_store.LanceTuning(), keep_old_versions_for=timedelta(0))
+    monkeypatch.setattr(lance_store, "LanceTuning", lambda: no_grace)
+    repo, index_dir = tmp_path / "repo", tmp_path / "index"
+    make_modules(repo, 200)
+    # The vector cache lives outside the index folder, as it does by default (it is shared
+    # by every repository a user indexes).
+    cache = tmp_path / "cache" / "vectors.sqlite"
+    settings = IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL, vector_cache=cache)
+    build_index(repo, settings)
+    fresh = folder_size(index_dir)
+    with LiveIndex(repo, settings, fill=True) as live:
+        live.open()
+        for version in range(1, 201):  # 20 of the 200 files edited each time
+            make_modules(repo, 20, version)
+            assert live.refresh() is not None
+        live.stop_filling_soon()
+    build_index(repo, settings)  # the vectors still missing: the folder as a fill leaves it
+    assert folder_size(index_dir) <= 2 * fresh
