@@ -97,9 +97,9 @@ def cli(node: Node, *args: str) -> list[str]:
 def index_state(repo: Path, settings: IndexSettings) -> dict[str, object]:
     """Every stored chunk (id, place, content), and whether any lacks a vector or repeats.
 
-    Not the top 10: Weaviate's BM25 statistics still count objects an update replaced or
-    deleted, so an updated collection ranks ties and near-ties unlike a fresh one even on
-    a single server; `hits_for` checks what searches find instead.
+    Not the top 10: with the same chunks, an updated collection's BM25 top 10 differs from
+    a fresh one's (Weaviate's BM25 statistics seem to count replaced and deleted objects);
+    `hits_for` checks what searches find instead.
     """
     assert settings.index_dir is not None
     with open_index(repo, settings) as index:
