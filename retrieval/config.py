@@ -42,6 +42,8 @@ class IndexSettings:
     include_generated: bool = False  # index build output and generated files too
     weaviate_url: str | None = None
     weaviate_grpc_port: int | None = None
+    # Copies of each chunk a Weaviate cluster keeps (at most its node count); 1 on one server.
+    weaviate_replication: int = 1
     vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir
     # How files are cut (chunker.CHUNK_STRATEGIES); "windows" exists for ablations.
     chunker: str = "three-tier"

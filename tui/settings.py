@@ -62,6 +62,7 @@ KEYS: dict[str, Key] = {
     "include_generated": Key("CODEQA_INCLUDE_GENERATED", bool, repo_may_set=True),
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
     "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
+    "weaviate_replication": Key("CODEQA_WEAVIATE_REPLICATION", int),
     # Only the user's own config may hold it (it decides what to trust): load_settings drops
     # a repository's copy even when that repository is trusted.
     "trusted_repos": Key(None, list),
@@ -256,6 +257,7 @@ def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
         store=store,
         weaviate_url=values.get("weaviate_url") or None,  # type: ignore[arg-type]
         weaviate_grpc_port=values.get("weaviate_grpc_port"),  # type: ignore[arg-type]
+        weaviate_replication=values.get("weaviate_replication") or 1,  # type: ignore[arg-type]
     )
     if "max_file_bytes" in values:
         max_file_bytes = _whole_number("max_file_bytes", values["max_file_bytes"], "settings")

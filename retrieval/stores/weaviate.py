@@ -68,6 +68,12 @@ KEYWORD_PROPERTY = "keywords"
 DESCRIPTION_PREFIX = "codeqa chunk index"
 # Bump when the collection's properties change incompatibly.
 SCHEMA_VERSION = 1
+# Every read and write waits for a majority of a chunk's replicas. With replication factor
+# 3 that keeps the index writable and searchable with one node down, and since any two
+# majorities overlap, a search always sees the last completed index run (ONE would answer
+# from whichever replica is nearest, even one that missed writes while it was down). A
+# QUORUM read also repairs a stale replica it meets. On one server (factor 1) it is ONE.
+CONSISTENCY_LEVEL = "QUORUM"
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +374,7 @@ class WeaviateStore:
     def _open_collection(self) -> Collection:
         from weaviate.classes.config import (
             Configure,
+            ConsistencyLevel,
             DataType,
             Property,
             Tokenization,
@@ -413,6 +420,7 @@ class WeaviateStore:
                         name,
                         description=_description(self.dim),
                         properties=properties,
+                        replication_config=_replication(self.target.replication_factor),
                         vector_config=Configure.Vectors.self_provided(
                             name=VECTOR_NAME,
                             vector_index_config=Configure.VectorIndex.hnsw(
@@ -423,7 +431,9 @@ class WeaviateStore:
                 except UnexpectedStatusCodeError:
                     if not client.collections.exists(name):  # else: another process made it
                         raise
-            collection = client.collections.use(name)
+            collection = client.collections.use(name).with_consistency_level(
+                ConsistencyLevel(CONSISTENCY_LEVEL)
+            )
             _check_owned(collection, self.target, self.dim)
         _write_marker(self.target, self.dim)
         return collection
@@ -463,6 +473,24 @@ def _chunk(properties: Mapping[str, Any]) -> Chunk:
 
 def _hit(properties: Mapping[str, Any], score: float | None) -> SearchHit:
     return SearchHit(_chunk(properties), float(score or 0.0))
+
+
+def _replication(factor: int) -> Any:
+    """Replication of a new collection: `factor` copies, repaired in the background.
+
+    Async replication lets a node that was down catch up on its own when it returns, and
+    on a conflict between a deletion and an older write the newer one wins, so files
+    deleted or re-chunked while a node was down stay deleted once it is back.
+    """
+    from weaviate.classes.config import Configure, ReplicationDeletionStrategy
+
+    if factor <= 1:
+        return None
+    return Configure.replication(
+        factor=factor,
+        async_enabled=True,
+        deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
+    )
 
 
 def _description(dim: int) -> str:

@@ -108,6 +108,7 @@ class WeaviateTarget:
     api_key: str | None
     data_dir: Path  # the index's store folder (embedded data and the local marker)
     binary_dir: Path
+    replication_factor: int = 1  # copies of each object, on a cluster; set when created
 
     @property
     def where(self) -> str:
@@ -235,6 +236,7 @@ def resolve_target(
         api_key=environ.get(API_KEY_ENV) or None,
         data_dir=Path(directory) / STORE_FOLDER,
         binary_dir=default_binary_dir(environ),
+        replication_factor=settings.weaviate_replication,
     )
 
 

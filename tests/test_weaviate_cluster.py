@@ -1,0 +1,319 @@
+"""codeqa on a 3-node Weaviate cluster: replication factor 3, QUORUM reads and writes, API key.
+
+One node down, search and ask keep answering; a node back catches up; a run cut short by
+the death of the node codeqa writes to is healed by the next run. "Healed" means what it
+means for LanceDB (test_index_faults.py): the same rows and the same top 10 as a clean build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import check_index
+from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.stores.weaviate import open_weaviate_store
+from codeqa.retrieval.stores.weaviate_server import API_KEY_ENV, collection_name_for
+from weaviate_backend import weaviate_binary
+from weaviate_cluster import READY_TIMEOUT_SECONDS, Node, WeaviateCluster
+
+# Starts three server processes and kills them.
+pytestmark = pytest.mark.slow
+
+EMBED_MODEL = "wordllama"  # the bundled static model: fast, deterministic
+REPLICATION = 3
+QUERIES = ("parser token cache", "socket buffer stream", "render the widget layout")
+WORDS = "alpha beta gamma delta parser token cache stream socket buffer render layout widget"
+CHILD_TIMEOUT_SECONDS = 300.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeaviateCluster]:
+    nodes = WeaviateCluster(weaviate_binary(), tmp_path_factory.mktemp("cluster"))
+    try:
+        nodes.start()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """~600 chunks in 10 files: enough that a write can be cut in the middle."""
+    root = tmp_path_factory.mktemp("cluster-repo") / "repo"
+    words = WORDS.split()
+    for f in range(10):
+        functions = []
+        for g in range(60):
+            first, second = words[(f + g) % len(words)], words[(f * 7 + g * 3) % len(words)]
+            functions.append(
+                f"def {first}_{second}_{f}_{g}(value):\n"
+                f'    """Handle the {first} {second} case number {g} of module {f}."""\n'
+                f"    result = value * {g} + {f}\n"
+                f"    for item in range({g}):\n"
+                f"        result += item\n"
+                f"    return result\n\n\n"
+            )
+        path = root / f"pkg{f % 3}" / f"mod_{f}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(functions))
+    return root
+
+
+@pytest.fixture
+def on_cluster(cluster: WeaviateCluster, monkeypatch: pytest.MonkeyPatch) -> WeaviateCluster:
+    """The environment a team member sets: the key, the gRPC port, three copies."""
+    monkeypatch.setenv(API_KEY_ENV, cluster.api_key)
+    monkeypatch.setenv("CODEQA_WEAVIATE_GRPC_PORT", str(cluster.nodes[0].grpc_port))
+    monkeypatch.setenv("CODEQA_WEAVIATE_REPLICATION", str(REPLICATION))
+    monkeypatch.delenv("CODEQA_MODEL", raising=False)
+    monkeypatch.delenv("CODEQA_WEAVIATE_COLLECTION", raising=False)
+    return cluster
+
+
+def settings_for(node: Node, directory: Path) -> IndexSettings:
+    return IndexSettings(
+        index_dir=directory,
+        embed_model=EMBED_MODEL,
+        store="weaviate",
+        weaviate_url=node.url,
+        weaviate_grpc_port=node.grpc_port,
+        weaviate_replication=REPLICATION,
+    )
+
+
+def cli(node: Node, *args: str) -> list[str]:
+    return [*args, "--store", "weaviate", "--weaviate-url", node.url, "--embed-model", EMBED_MODEL]
+
+
+def index_state(repo: Path, settings: IndexSettings) -> dict[str, object]:
+    """Every stored chunk (id, place, content), and whether any lacks a vector or repeats.
+
+    Not the top 10: with the same chunks, an updated collection's BM25 top 10 differs from
+    a fresh one's (Weaviate's BM25 statistics seem to count replaced and deleted objects);
+    `hits_for` checks what searches find instead.
+    """
+    assert settings.index_dir is not None
+    with open_index(repo, settings) as index:
+        dim = index.manifest.embedder_dim
+    store = open_weaviate_store(settings, settings.index_dir, dim)
+    try:
+        health = store.health()
+        rows = sorted(
+            (chunk.chunk_id, chunk.path, chunk.start_line, chunk.end_line, chunk.content_hash)
+            for path in health.paths
+            for chunk in store.chunks_for_path(path)
+        )
+    finally:
+        store.close()
+    return {
+        "rows": rows,
+        "duplicates": health.duplicate_ids,
+        "vectors_missing": health.vectors_missing,
+    }
+
+
+def hits_for(repo: Path, settings: IndexSettings, query: str) -> set[str]:
+    """Files among the top 10 hybrid hits of `query`."""
+    with open_index(repo, settings) as index:
+        return {hit.chunk.path for hit in index.search(query, SearchMode.HYBRID, 10)}
+
+
+def search_json(node: Node, repo: Path, directory: Path, query: str) -> list[tuple[str, int]]:
+    return [(row["path"], row["start_line"]) for row in _search_rows(node, repo, directory, query)]
+
+
+def _search_rows(node: Node, repo: Path, directory: Path, query: str) -> list[dict[str, object]]:
+    args = ["search", query, "--repo", str(repo), "--index-dir", str(directory), "--json"]
+    code, out, err = run_cli(cli(node, *args, "--limit", "10"))
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    """The `codeqa` command in a process of its own, as a user runs it."""
+    completed = subprocess.run(
+        [sys.executable, "-c", _CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_SECONDS,
+        env=os.environ.copy(),
+    )
+    return completed.returncode, completed.stdout, completed.stderr
+
+
+_CLI = """
+import sys
+from codeqa.retrieval.offline import prepare_offline_environment
+prepare_offline_environment()
+from codeqa.tui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def index(node: Node, repo: Path, directory: Path) -> None:
+    code, _, err = run_cli(cli(node, "index", str(repo), "--index-dir", str(directory)))
+    assert code == 0, err
+
+
+def replication_factor(cluster: WeaviateCluster, directory: Path) -> int:
+    import weaviate
+    from weaviate.classes.init import Auth
+
+    node = cluster.nodes[0]
+    client = weaviate.connect_to_custom(
+        http_host="127.0.0.1",
+        http_port=node.http_port,
+        http_secure=False,
+        grpc_host="127.0.0.1",
+        grpc_port=node.grpc_port,
+        grpc_secure=False,
+        auth_credentials=Auth.api_key(cluster.api_key),
+    )
+    try:
+        config = client.collections.use(collection_name_for(directory)).config.get()
+        return config.replication_config.factor
+    finally:
+        client.close()
+
+
+def wait_until_caught_up(cluster: WeaviateCluster, node: Node, directory: Path) -> None:
+    """Until `node` holds as many objects of the collection as the others (async repair)."""
+    name = collection_name_for(directory)
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    counts: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        counts = cluster.object_counts(name)
+        if len(set(counts.values())) == 1 and len(counts) == len(cluster.nodes):
+            return
+        time.sleep(2.0)
+    pytest.fail(f"{node.name} did not catch up within {READY_TIMEOUT_SECONDS:.0f} s: {counts}")
+
+
+# ---- the tests ----------------------------------------------------------------------------
+
+
+def test_a_wrong_api_key_is_one_line_and_the_right_key_indexes_three_copies(
+    on_cluster, repo, tmp_path, monkeypatch
+):
+    node = on_cluster.nodes[0]
+    directory = tmp_path / "index"
+    monkeypatch.setenv(API_KEY_ENV, "not-the-key")
+    code, out, err = run_cli(cli(node, "index", str(repo), "--index-dir", str(directory)))
+    assert code == 1
+    assert "Traceback" not in err, err
+    (error,) = [line for line in err.splitlines() if line.startswith("codeqa: error:")]
+    assert node.url in error and "invalid api key" in error and API_KEY_ENV in error
+
+    monkeypatch.setenv(API_KEY_ENV, on_cluster.api_key)
+    index(node, repo, directory)
+    assert replication_factor(on_cluster, directory) == REPLICATION
+    assert search_json(node, repo, directory, "parser token cache")[0][0].endswith(".py")
+
+
+def test_one_node_down_search_and_ask_answer_and_after_its_return_a_run_equals_a_clean_build(
+    on_cluster, repo, tmp_path
+):
+    first, _, third = on_cluster.nodes
+    directory = tmp_path / "index"
+    index(first, repo, directory)
+    before = {query: search_json(first, repo, directory, query) for query in QUERIES}
+
+    on_cluster.kill(third)
+    try:
+        for query in QUERIES:
+            assert search_json(first, repo, directory, query) == before[query]
+        args = ["ask", "Where is the parser token cache handled?", "--repo", str(repo)]
+        code, out, err = run_cli(cli(first, *args, "--index-dir", str(directory), "--json"))
+        assert code == 0, err
+        assert json.loads(out)["citations"]
+        # Writes go on with one copy missing: a file changes and one is deleted.
+        changed = repo / "pkg0" / "mod_0.py"
+        original = changed.read_text()
+        changed.write_text(original.replace("render", "paint"))
+        removed = repo / "pkg1" / "mod_1.py"
+        removed_text = removed.read_text()
+        removed.unlink()
+        index(first, repo, directory)
+    finally:
+        on_cluster.start_node(third)
+    on_cluster.wait_all_joined()
+    try:
+        wait_until_caught_up(on_cluster, third, directory)
+        index(first, repo, directory)
+        state = index_state(repo, settings_for(first, directory))
+        clean = tmp_path / "clean"
+        index(first, repo, clean)
+        assert state == index_state(repo, settings_for(first, clean))
+        assert check_index(repo, settings_for(first, directory)).healthy
+        # What changed while the node was down is what searches find now.
+        assert "pkg0/mod_0.py" in hits_for(repo, settings_for(first, directory), "paint widget")
+        assert "pkg1/mod_1.py" not in hits_for(repo, settings_for(first, directory), WORDS)
+    finally:
+        changed.write_text(original)
+        removed.write_text(removed_text)
+
+
+def test_a_run_cut_by_the_death_of_its_node_is_healed_by_the_next_run(on_cluster, repo, tmp_path):
+    first, second, _ = on_cluster.nodes
+    directory = tmp_path / "index"
+    arguments = [str(repo), str(directory), second.url, str(second.grpc_port)]
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    killed = False
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            phase, done = line.split()
+            if phase == "embed" and int(done) >= 200:
+                on_cluster.kill(second)
+                killed = True
+                break
+        child.wait(timeout=CHILD_TIMEOUT_SECONDS)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert killed, "the run ended before it wrote anything"
+    assert child.returncode != 0
+    assert not check_index(repo, settings_for(first, directory)).healthy
+
+    index(first, repo, directory)  # the next run, on a node that is up
+    state = index_state(repo, settings_for(first, directory))
+    clean = tmp_path / "clean"
+    index(first, repo, clean)
+    assert state == index_state(repo, settings_for(first, clean))
+    assert check_index(repo, settings_for(first, directory)).healthy
+    on_cluster.start_node(second)
+    on_cluster.wait_all_joined()
+
+
+_CHILD = """
+import sys
+from pathlib import Path
+from codeqa.retrieval.offline import prepare_offline_environment
+prepare_offline_environment()
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.indexing import build_index
+
+def report(event):
+    print(event.phase, event.done, flush=True)
+
+repo, directory, url, grpc = sys.argv[1:]
+settings = IndexSettings(index_dir=Path(directory), embed_model="wordllama", store="weaviate",
+                         weaviate_url=url, weaviate_grpc_port=int(grpc), weaviate_replication=3)
+build_index(Path(repo), settings, report)
+"""
