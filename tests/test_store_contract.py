@@ -108,6 +108,29 @@ def test_bm25_finds_a_dotted_name_from_a_traceback(open_store):
     assert paths(store.search(query, None, SearchMode.BM25, 3))[0] == "requests/sessions.py"
 
 
+# Prose questions inflect the words that code spells otherwise, and lean on words of no meaning.
+CLOSER = chunk(
+    "pool/pool.py", 1, "def close_connection(conn):\n    conn.closed = True", "close_connection"
+)
+FAQ = chunk("docs/faq.py", 1, '"""What to do when you can: how should we do it?"""')
+
+
+def test_bm25_matches_inflected_words_and_ignores_stop_words(open_store):
+    store = open_store()
+    store.upsert([*CORPUS, CLOSER, FAQ], None)
+    hits = store.search("how should we do closing connections", None, SearchMode.BM25, 5)
+    assert paths(hits) == ["pool/pool.py"]
+
+
+def test_bm25_matches_inflected_words_after_the_vectors_come(open_store):
+    store = open_store()
+    agreed = chunk("net/handshake.py", 1, "def agreed_protocol(offers):\n    return offers[0]")
+    store.upsert([*CORPUS, agreed], None)
+    store.set_vectors([agreed.chunk_id], axis(0)[None, :])
+    hits = store.search("what was agreed", None, SearchMode.BM25, 5)
+    assert paths(hits)[:1] == ["net/handshake.py"]
+
+
 def test_upserting_the_same_chunks_again_replaces_them(open_store):
     store = open_store()
     store.upsert(CORPUS, CORPUS_VECTORS)
