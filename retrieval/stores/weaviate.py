@@ -146,6 +146,59 @@ def drop_weaviate_index(settings: IndexSettings, directory: Path) -> None:
     (target.data_dir / MARKER_NAME).unlink(missing_ok=True)
 
 
+# ---- embedded servers ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _RunningServer:
+    client: WeaviateClient
+    lock_file: IO[str]
+    users: int
+
+
+class _EmbeddedServers:
+    """The embedded servers this process runs: one per data folder, shared by its stores.
+
+    A folder's server may run only once (a second would corrupt its data; `lock_embedded`
+    keeps other processes out), yet one process often holds two stores of an index at once,
+    a live index serving reads while a refresh writes. They share the server, which stops
+    when the last of them closes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[Path, _RunningServer] = {}
+
+    def acquire(self, target: WeaviateTarget, timeouts: ServerTimeouts) -> WeaviateClient:
+        with self._lock:
+            running = self._running.get(target.data_dir)
+            if running is None:
+                lock_file = lock_embedded(target)
+                try:
+                    client = connect(target, timeouts)
+                except BaseException:
+                    lock_file.close()
+                    raise
+                running = self._running[target.data_dir] = _RunningServer(client, lock_file, 0)
+            running.users += 1
+            return running.client
+
+    def release(self, target: WeaviateTarget) -> None:
+        with self._lock:
+            running = self._running[target.data_dir]
+            running.users -= 1
+            if running.users:
+                return
+            del self._running[target.data_dir]
+        try:
+            running.client.close()  # also stops the server
+        finally:
+            running.lock_file.close()
+
+
+_EMBEDDED = _EmbeddedServers()
+
+
 # ---- the store ----------------------------------------------------------------------------
 
 
@@ -160,13 +213,13 @@ class WeaviateStore:
         self.tuning = tuning or WeaviateTuning()
         # The client's batch context keeps per-collection state: one writer at a time.
         self._write_lock = threading.Lock()
-        self._lock_file: IO[str] | None = None
         self._client: WeaviateClient | None = None
-        if target.server is None:
-            _check_marker(target, dim)  # before starting a server: a mismatch fails fast
-            self._lock_file = lock_embedded(target)
         try:
-            self._client = connect(target, self.tuning.timeouts)
+            if target.server is None:
+                _check_marker(target, dim)  # before starting a server: a mismatch fails fast
+                self._client = _EMBEDDED.acquire(target, self.tuning.timeouts)
+            else:
+                self._client = connect(target, self.tuning.timeouts)
             self._collection = self._open_collection()
         except BaseException:
             self.close()
@@ -221,11 +274,12 @@ class WeaviateStore:
 
     def close(self) -> None:
         client, self._client = self._client, None
-        if client is not None:
-            client.close()  # also stops an embedded server
-        lock, self._lock_file = self._lock_file, None
-        if lock is not None:
-            lock.close()
+        if client is None:
+            return
+        if self.target.server is None:
+            _EMBEDDED.release(self.target)
+        else:
+            client.close()
 
     # ---- reads --------------------------------------------------------------------------
 
