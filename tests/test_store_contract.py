@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from codeqa.retrieval.errors import IndexMismatch
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
-from codeqa.retrieval.search.fusion import RRF_K
+from codeqa.retrieval.search.fusion import HYBRID_DEPTH, RRF_K, fuse_by_reciprocal_rank
 from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.protocol import Store
 from weaviate_backend import open_weaviate_for_test
@@ -210,6 +210,33 @@ def test_hybrid_fuses_by_reciprocal_rank(open_store):
     if isinstance(store, LanceStore):
         for hit in hits:
             assert hit.score == pytest.approx(expected[hit.chunk.path], rel=1e-6)
+
+
+def test_hybrid_fuses_both_legs_each_cut_at_the_hybrid_depth_ties_to_the_vectors(open_store):
+    # The legs rank the chunks in opposite orders, with more chunks than a leg keeps. So
+    # the fused top is a chunk first in one leg, one first in the other, and so on: every
+    # pair tied, the vectors' chunk first (as LanceDB fuses). A leg's rank below
+    # HYBRID_DEPTH adds nothing: counted, it would lift BM25's 21st above its 5th.
+    count = 2 * HYBRID_DEPTH + 20
+    chunks = [
+        # Distinct term frequencies and lengths: no two chunks tie on BM25.
+        chunk(f"m{i:03d}.py", 1, " ".join(["token"] * (1 + i % 9) + ["filler"] * (i + 1)))
+        for i in range(count)
+    ]
+    store = open_store()
+    store.upsert(chunks, None)
+    by_bm25 = [hit.chunk for hit in store.search("token", None, SearchMode.BM25, count)]
+    assert len(by_bm25) == count
+    # BM25's last is the vectors' first: its angle to the query vector is the smallest.
+    angles = np.linspace(np.pi / 2, 0.0, count)
+    vectors = np.stack([np.cos(angles), np.sin(angles), 0 * angles, 0 * angles], axis=1)
+    store.set_vectors([c.chunk_id for c in by_bm25], vectors.astype(np.float32))
+    bm25 = paths(store.search("token", None, SearchMode.BM25, HYBRID_DEPTH))
+    vector = paths(store.search("", axis(0), SearchMode.VECTOR, HYBRID_DEPTH))
+    assert vector == [c.path for c in reversed(by_bm25)][:HYBRID_DEPTH]
+    fused = [path for path, _ in fuse_by_reciprocal_rank([vector, bm25])]
+    assert fused[:4] == [vector[0], bm25[0], vector[1], bm25[1]]
+    assert paths(store.search("token", axis(0), SearchMode.HYBRID, 10)) == fused[:10]
 
 
 def test_chunks_without_vectors_are_found_by_bm25_and_hybrid(open_store):

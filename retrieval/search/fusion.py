@@ -12,6 +12,11 @@ import numpy as np
 # the paper found the choice uncritical.
 RRF_K = 60
 
+# Each leg of a hybrid search returns this many candidates before fusion (or the query's
+# limit if larger): a chunk ranked 15th by BM25 and 2nd by vectors should still get both
+# contributions, and what a leg ranks below this adds nothing. Costs ~nothing at our sizes.
+HYBRID_DEPTH = 50
+
 Key = TypeVar("Key", bound=Hashable)
 
 

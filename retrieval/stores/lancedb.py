@@ -35,7 +35,7 @@ from codeqa.retrieval.errors import (
     write_failure_reason,
 )
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
-from codeqa.retrieval.search.fusion import RRF_K, fuse_by_reciprocal_rank
+from codeqa.retrieval.search.fusion import HYBRID_DEPTH, RRF_K, fuse_by_reciprocal_rank
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.retrieval.stores.protocol import (
@@ -60,10 +60,7 @@ VECTOR_COLUMN = "vector"
 class LanceTuning:
     """Every constant that tunes the LanceDB store, with its reason."""
 
-    # Each side of a hybrid query returns this many candidates before fusion (or `limit`
-    # if larger): a chunk ranked 15th by BM25 and 2nd by vectors should still get both
-    # contributions. Costs ~nothing at our table sizes.
-    hybrid_depth: int = 50
+    hybrid_depth: int = HYBRID_DEPTH
     # Distance for vector search. Embedders return L2-normalised vectors (and the query
     # vector is normalised here), so 1 - dot distance is the cosine similarity; Lance's
     # flat "dot" scan measured 1.3-3x faster than "cosine" on 20k x 384.

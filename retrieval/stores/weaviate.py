@@ -10,9 +10,10 @@ the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What
   cannot stem, so the keyword text (stored and queried) first goes through `analyzed`, which
   applies LanceDB's FTS filters (see `LanceTuning`: English stemming, stop words, long
   tokens) here; Weaviate's own stop word list is off. Both stores then rank one token stream;
-- hybrid = Weaviate's native `rankedFusion` with alpha 0.5: both legs weigh the same, as
-  in LanceDB's RRF. The order matches RRF; the score is Weaviate's, 0.5 / (60 + i) summed
-  over the legs with i the 0-based rank (weaviate `FusionRanked`), not `fusion.RRF_K`'s;
+- hybrid = Weaviate's native `rankedFusion` with alpha ~0.5: both legs weigh the same, as
+  in LanceDB's RRF, each leg `HYBRID_DEPTH` deep, ties to the vector leg. The order matches
+  RRF; the score is Weaviate's, ~0.5 / (60 + i) summed over the legs with i the 0-based
+  rank (weaviate `FusionRanked`), not `fusion.RRF_K`'s;
 - an object stored without a vector is not in the vector index: near_vector never returns
   it and hybrid finds it through its BM25 leg only. A boolean property `has_vector` says
   which objects still wait for one (Weaviate cannot filter on "has no vector");
@@ -36,6 +37,7 @@ import Stemmer
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import IndexMismatch, StoreUnavailable
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
+from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
@@ -100,12 +102,18 @@ STOP_STEMS = frozenset(
 class WeaviateTuning:
     """Every constant that tunes the Weaviate store, with its reason."""
 
-    # Each leg of a hybrid query is cut at the query's limit by Weaviate, so we ask for
-    # this many (or `limit` if larger) and cut after fusion: a chunk ranked 15th by BM25
-    # and 2nd by vectors still gets both contributions (as LanceStore's hybrid_depth).
-    hybrid_depth: int = 50
-    # 0.5 weighs BM25 and vector ranks equally; with rankedFusion that is plain RRF.
-    hybrid_alpha: float = 0.5
+    # Fused results asked of a hybrid query (or `limit` if larger). Weaviate runs each leg
+    # max(this, QUERY_HYBRID_MAXIMUM_RESULTS) deep; embedded Weaviate sets the latter to
+    # HYBRID_DEPTH too (weaviate_server.py), a server should (README), so both stores fuse
+    # the same two lists.
+    hybrid_depth: int = HYBRID_DEPTH
+    # Nearly 0.5, which weighs BM25 and vector ranks equally (with rankedFusion, plain RRF).
+    # The excess breaks exact ties (one chunk 3rd by vectors only, another 3rd by BM25
+    # only) toward the vector leg, as LanceDB's fusion does, where Weaviate would order
+    # them by object id: it parts tied scores by 2e-5 / (60 + rank) >= 1.8e-7, just over
+    # the 1e-7 within which Weaviate calls scores equal, and moves any other score by at
+    # most 3.3e-7, which reordered none of 200,000 sampled pairs of 50-deep-leg scores.
+    hybrid_alpha: float = 0.50001
     # Objects per batch request: big enough to amortise a round trip, small enough to
     # stay far below gRPC's message limit with 1,000-line chunks and 1,024-d vectors.
     batch_size: int = 200

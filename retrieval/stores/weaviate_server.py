@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from codeqa.retrieval.config import STORE_FOLDER, IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
+from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 
 if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first connection
     from weaviate import WeaviateClient
@@ -53,6 +54,9 @@ EMBEDDED_ENVIRONMENT = MappingProxyType(
         # nodes; one node on loopback has none, and the fifth part of its wait for the first
         # election is most of a start (ready in ~5 s instead of ~9 s here).
         "RAFT_TIMEOUTS_MULTIPLIER": "1",
+        # Each leg of a native hybrid query is at least this deep (100 by default): as deep as
+        # LanceDB's legs, so both stores fuse the same candidates.
+        "QUERY_HYBRID_MAXIMUM_RESULTS": str(HYBRID_DEPTH),
     }
 )
 LOCK_NAME = "weaviate.lock"
