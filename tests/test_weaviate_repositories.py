@@ -211,6 +211,22 @@ def test_two_users_indexing_the_same_repository_at_once_each_get_a_clean_build_o
         assert "pkg1/paint.py" not in {hit.chunk.path for hit in hits}
 
 
+def test_a_reader_given_the_writers_index_folder_searches_the_writers_index(
+    team, generated_repo, tmp_path
+):
+    writer = with_index(team, tmp_path / "ci" / "index")
+    build_index(generated_repo, writer)
+    # The reader's own checkout and index folder, holding a copy of the writer's folder.
+    reader_repo = tmp_path / "reader" / "widgets"
+    shutil.copytree(generated_repo, reader_repo)
+    shutil.copytree(tmp_path / "ci" / "index", tmp_path / "reader" / "index")
+    reader = with_index(team, tmp_path / "reader" / "index")
+    with open_index(reader_repo, reader) as index:
+        assert index.chunk_count == len(stored_rows(writer))
+        hits = index.search("socket buffer stream", SearchMode.HYBRID, 5)
+        assert hits and {hit.chunk.path for hit in hits} <= _files(tmp_path / "ci" / "index")
+
+
 def test_search_all_repos_labels_every_result_with_its_repository(
     team, json_repo, generated_repo, tmp_path, capsys
 ):
