@@ -7,9 +7,10 @@ Many repositories in one Weaviate: every index on a server is a tenant (a shard 
 invisible to the others' reads and writes) of one multi-tenant collection per vector size,
 `Codeqa_Chunks_<dim>`, or of the collection a team names with CODEQA_WEAVIATE_COLLECTION.
 Measured against a collection each (evals/bench_multirepo.py: 25 repositories, 3,772 chunks,
-embedded 1.39.3, both layouts interleaved): a tenant is created in 24 ms (p50) against a
-collection's 355 ms (a class of its own in the schema), the filled server holds 239 MiB against
-268 MiB, and a search costs the same (p50 20 ms against 22 ms; both search one shard). A tenant is one index folder, i.e. one
+embedded 1.39.3, both layouts interleaved, two runs): a tenant is created in 17-24 ms (p50)
+against a collection's 267-355 ms (a class of its own in the schema), the filled server holds
+239-250 MiB against 268-273 MiB, and a search costs the same (p50 20-23 ms; both search one
+shard). A tenant is one index folder, i.e. one
 checkout: its manifest, local to that folder, says exactly what the tenant holds, so two
 checkouts (two people, two branches) never overwrite each other's chunks; a branch switch in
 one checkout updates its tenant as it updates a LanceDB index.
