@@ -23,6 +23,7 @@ from codeqa.retrieval.embedders.registry import (
 )
 from codeqa.retrieval.embedders.vector_cache import VectorCache
 from codeqa.retrieval.errors import (
+    ConfigError,
     IndexMismatch,
     IndexNotFound,
 )
@@ -43,6 +44,7 @@ from codeqa.retrieval.indexing import (
 from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import (
     Chunk,
+    RepositoryHit,
     SearchHit,
     SearchMode,
     SkippedFile,
@@ -58,7 +60,7 @@ from codeqa.retrieval.search.rerank import (
     rerank,
 )
 from codeqa.retrieval.search.scope import PathScope
-from codeqa.retrieval.stores.protocol import QueryVector, symbol_match_rank
+from codeqa.retrieval.stores.protocol import QueryVector, SharedStore, symbol_match_rank
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ class Index:
         self._embedder = embedder
         loading = load_model and embedder is None
         with model_loading(self.embedder, wanted=True) if loading else nullcontext():
-            self._store = open_store(settings, directory, manifest.embedder_dim)
+            self._store = open_store(settings, directory, manifest.embedder_dim, repo_root.name)
         self.ranking = RankingTuning()
         self.scope = PathScope()  # `--path`: every search (the agent's too) stays inside it
         self._paths: PathResolver | None = None
@@ -158,6 +160,32 @@ class Index:
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
         evidence = self._graph_evidence(hits, analysis.symbols, tuning)
         return rerank(hits, analysis, mentioned, tuning, limit, evidence)
+
+    def search_repositories(
+        self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10
+    ) -> list[RepositoryHit]:
+        """The best `limit` chunks of every repository in this index's store, labelled.
+
+        The store's own ranking (hybrid: BM25 + vectors fused by rank), without this index's
+        reranking: the other repositories' file lists and code graphs live in their own
+        index folders, elsewhere. The query is embedded with this index's model, so every
+        repository of the store must share it (the store checks the vector size).
+        """
+        if not isinstance(self._store, SharedStore):
+            raise ConfigError(
+                f"searching every repository needs a store shared by many repositories "
+                f"(--store weaviate --weaviate-url URL); the {self._settings.store} store "
+                "holds this repository only"
+            )
+        if not query.strip() or limit <= 0:
+            return []
+        vector: QueryVector = None
+        if mode is not SearchMode.BM25:
+            text = analyze_query(query).embedding_query if self.ranking.embed_prose_only else query
+            vector = partial(self.embedder.embed_query, text)
+        return self._store.search_repositories(
+            keyword_query_text(query, self.ranking), vector, mode, limit
+        )
 
     def _graph_evidence(
         self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning

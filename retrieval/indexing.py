@@ -112,7 +112,10 @@ def resolve_repo(repo: Path) -> Path:
     return path.resolve()
 
 
-def open_store(settings: IndexSettings, directory: Path, dim: int) -> Store:
+def open_store(
+    settings: IndexSettings, directory: Path, dim: int, repository: str | None = None
+) -> Store:
+    """The index's store; `repository` (its name) labels it in a store many repositories share."""
     if settings.store == "lancedb":
         from codeqa.retrieval.stores.lancedb import LanceStore
 
@@ -120,7 +123,7 @@ def open_store(settings: IndexSettings, directory: Path, dim: int) -> Store:
     if settings.store == "weaviate":
         from codeqa.retrieval.stores.weaviate import open_weaviate_store
 
-        return open_weaviate_store(settings, directory, dim)
+        return open_weaviate_store(settings, directory, dim, repository)
     raise ConfigError(f"unknown store {settings.store!r}; choose lancedb or weaviate")
 
 
@@ -270,7 +273,7 @@ def build_index(
         manifest.indexes_settled = False
         manifest.save(directory)
         with model_loading(embedder, wanted=embed and bool(changed)):
-            store = open_store(settings, directory, embedder.dim)
+            store = open_store(settings, directory, embedder.dim, root.name)
             cache = VectorCache(vector_cache_path(settings, directory), embedder.name)
             try:
                 if removed:
@@ -614,7 +617,7 @@ def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
             chunker_version=content_version(settings.chunker),
             store=settings.store,
         )
-        store = open_store(settings, directory, manifest.embedder_dim)
+        store = open_store(settings, directory, manifest.embedder_dim, root.name)
     except CodeqaError as error:
         return IndexHealth(directory, problems=(str(error),))
     try:

@@ -168,6 +168,19 @@ class SearchHit:
 
 
 @dataclass(frozen=True, slots=True)
+class RepositoryHit:
+    """A hit of a search across the repositories of one store, with the index it came from.
+
+    `repository` is the readable name results are labelled by; two checkouts of one
+    repository share it, `index` (the store's own name for that index) tells them apart.
+    """
+
+    repository: str
+    index: str
+    hit: SearchHit
+
+
+@dataclass(frozen=True, slots=True)
 class ProgressEvent:
     """One step of indexing, for a progress bar: `phase` is "scan", "chunk" or "embed"."""
 

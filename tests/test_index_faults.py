@@ -21,6 +21,7 @@ from codeqa.retrieval.records import ProgressEvent, SearchMode
 from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.tui.cli import main
+from generated_repo import write_generated_repo
 
 # Builds real indexes, kills processes, fills a small tmpfs.
 pytestmark = pytest.mark.slow
@@ -33,30 +34,12 @@ QUERIES = (
     "vector query index",
     "alpha beta case number 7",
 )
-WORDS = "alpha beta gamma delta parser token cache stream socket buffer render layout widget"
 
 
 @pytest.fixture(scope="module")
 def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """~1,350 chunks: past the bulk-write threshold (REINDEX_AFTER_VECTORS) of a fill."""
-    repo = tmp_path_factory.mktemp("faults") / "repo"
-    words = WORDS.split()
-    for f in range(15):
-        functions = []
-        for g in range(90):
-            first, second = words[(f + g) % len(words)], words[(f * 7 + g * 3) % len(words)]
-            functions.append(
-                f"def {first}_{second}_{f}_{g}(value):\n"
-                f'    """Handle the {first} {second} case number {g} of module {f}."""\n'
-                f"    result = value * {g} + {f}\n"
-                f"    for item in range({g}):\n"
-                f"        result += item\n"
-                f"    return result\n\n\n"
-            )
-        path = repo / f"pkg{f % 5}" / f"mod_{f}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(functions))
-    return repo
+    return write_generated_repo(tmp_path_factory.mktemp("faults") / "repo", 15, 90, 5)
 
 
 def settings_for(index_dir: Path) -> IndexSettings:

@@ -32,15 +32,17 @@ from codeqa.retrieval.stores.weaviate_server import (
     LOCK_NAME,
     SERVER_VERSION,
     build_server_binary,
-    collection_name_for,
     embedded_binary_file,
     parse_server_url,
+    repository_label,
     resolve_target,
 )
 from conftest import JSON_FILES
 from weaviate_backend import weaviate_binary
 
 WEAVIATE_CLASS_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+# Weaviate's rule for tenant names.
+WEAVIATE_TENANT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def _free_loopback_port() -> int:
@@ -58,20 +60,38 @@ def _fake_go(folder: Path, script: str) -> Path:
     return folder
 
 
-def test_collection_names_are_valid_weaviate_names_and_unique_per_index_folder(tmp_path: Path):
+def test_tenant_names_are_valid_labelled_by_repository_and_unique_per_index_folder(
+    tmp_path: Path,
+):
+    settings = IndexSettings(store="weaviate", weaviate_url="http://weaviate:8080")
     odd = tmp_path / "my repo-2.0 (copy)" / "index"
     other = tmp_path / "elsewhere" / "index"
-    name = collection_name_for(odd)
-    assert WEAVIATE_CLASS_NAME.match(name)
-    assert collection_name_for(odd) == name  # stable across runs
-    assert collection_name_for(other) != name  # same folder name, another index
-    assert WEAVIATE_CLASS_NAME.match(collection_name_for(tmp_path / "ünïcode-名前"))
+    name = resolve_target(settings, odd, {}, "my repo-2.0").tenant
+    assert WEAVIATE_TENANT_NAME.match(name)
+    assert repository_label(name) == "my_repo-2_0"
+    assert resolve_target(settings, odd, {}, "my repo-2.0").tenant == name  # stable
+    assert resolve_target(settings, other, {}, "my repo-2.0").tenant != name  # another index
+    long = resolve_target(settings, tmp_path / "i", {}, "ünïcode-名前" * 20).tenant
+    assert WEAVIATE_TENANT_NAME.match(long)
+    # Without the repository's name, the default index folder's (its own digest left out).
+    unnamed = resolve_target(settings, tmp_path / "requests-2.32.5-0123456789ab", {})
+    assert repository_label(unnamed.tenant) == "requests-2_32_5"
+
+
+def test_every_index_on_a_server_shares_one_collection_per_vector_size(tmp_path: Path):
+    settings = IndexSettings(store="weaviate", weaviate_url="http://weaviate:8080")
+    one = resolve_target(settings, tmp_path / "one", {})
+    two = resolve_target(settings, tmp_path / "two", {})
+    assert one.collection_for(384) == two.collection_for(384) == "Codeqa_Chunks_384"
+    assert WEAVIATE_CLASS_NAME.match(one.collection_for(384))
+    assert one.collection_for(256) != one.collection_for(384)
+    assert one.tenant != two.tenant
 
 
 def test_a_team_names_its_shared_collection_in_the_environment(tmp_path: Path):
     settings = IndexSettings(store="weaviate", weaviate_url="http://weaviate:8080")
     target = resolve_target(settings, tmp_path, {COLLECTION_ENV: "Team_Backend"})
-    assert target.collection == "Team_Backend"
+    assert target.collection_for(384) == target.collection_for(256) == "Team_Backend"
     with pytest.raises(ConfigError, match="capital letter"):
         resolve_target(settings, tmp_path, {COLLECTION_ENV: "team-backend"})
 

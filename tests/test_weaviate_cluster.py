@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +18,12 @@ import pytest
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import check_index
+from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
-from codeqa.retrieval.stores.weaviate_server import API_KEY_ENV, collection_name_for
-from weaviate_backend import weaviate_binary
+from codeqa.retrieval.stores.weaviate_server import API_KEY_ENV, resolve_target
+from generated_repo import WORDS, write_generated_repo
+from weaviate_backend import wait_for, weaviate_binary
 from weaviate_cluster import READY_TIMEOUT_SECONDS, Node, WeaviateCluster
 
 # Starts three server processes and kills them.
@@ -31,7 +32,6 @@ pytestmark = pytest.mark.slow
 EMBED_MODEL = "wordllama"  # the bundled static model: fast, deterministic
 REPLICATION = 3
 QUERIES = ("parser token cache", "socket buffer stream", "render the widget layout")
-WORDS = "alpha beta gamma delta parser token cache stream socket buffer render layout widget"
 CHILD_TIMEOUT_SECONDS = 300.0
 
 
@@ -48,24 +48,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeaviateCluste
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """~600 chunks in 10 files: enough that a write can be cut in the middle."""
-    root = tmp_path_factory.mktemp("cluster-repo") / "repo"
-    words = WORDS.split()
-    for f in range(10):
-        functions = []
-        for g in range(60):
-            first, second = words[(f + g) % len(words)], words[(f * 7 + g * 3) % len(words)]
-            functions.append(
-                f"def {first}_{second}_{f}_{g}(value):\n"
-                f'    """Handle the {first} {second} case number {g} of module {f}."""\n'
-                f"    result = value * {g} + {f}\n"
-                f"    for item in range({g}):\n"
-                f"        result += item\n"
-                f"    return result\n\n\n"
-            )
-        path = root / f"pkg{f % 3}" / f"mod_{f}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(functions))
-    return root
+    return write_generated_repo(tmp_path_factory.mktemp("cluster-repo") / "repo", 10, 60, 3)
 
 
 @pytest.fixture
@@ -179,23 +162,33 @@ def replication_factor(cluster: WeaviateCluster, directory: Path) -> int:
         auth_credentials=Auth.api_key(cluster.api_key),
     )
     try:
-        config = client.collections.use(collection_name_for(directory)).config.get()
+        config = client.collections.use(collection_of(directory)).config.get()
         return config.replication_config.factor
     finally:
         client.close()
 
 
+def collection_of(directory: Path) -> str:
+    """The collection the index in `directory` is a tenant of."""
+    manifest = Manifest.load(directory)
+    assert manifest is not None
+    target = resolve_target(IndexSettings(), directory, os.environ)
+    return target.collection_for(manifest.embedder_dim)
+
+
 def wait_until_caught_up(cluster: WeaviateCluster, node: Node, directory: Path) -> None:
     """Until `node` holds as many objects of the collection as the others (async repair)."""
-    name = collection_name_for(directory)
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    name = collection_of(directory)
     counts: dict[str, int] = {}
-    while time.monotonic() < deadline:
+
+    def caught_up() -> bool:
+        nonlocal counts
         counts = cluster.object_counts(name)
-        if len(set(counts.values())) == 1 and len(counts) == len(cluster.nodes):
-            return
-        time.sleep(2.0)
-    pytest.fail(f"{node.name} did not catch up within {READY_TIMEOUT_SECONDS:.0f} s: {counts}")
+        return len(set(counts.values())) == 1 and len(counts) == len(cluster.nodes)
+
+    wait_for(
+        caught_up, READY_TIMEOUT_SECONDS, lambda: f"{node.name} did not catch up: {counts}", 2.0
+    )
 
 
 # ---- the tests ----------------------------------------------------------------------------

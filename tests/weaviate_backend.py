@@ -18,6 +18,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -124,15 +125,30 @@ def _start_session_server(binary: Path) -> IndexSettings:
 
 def wait_until_ready(url: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
     """Wait for a Weaviate node's readiness endpoint; fail the test if it never answers."""
+    wait_for(lambda: is_ready(url), timeout, lambda: f"Weaviate at {url} was not ready")
+
+
+def is_ready(url: str) -> bool:
+    """Whether the Weaviate node at `url` answers its readiness endpoint."""
+    try:
+        with urllib.request.urlopen(f"{url}/v1/.well-known/ready", timeout=5):
+            return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float,
+    failure: Callable[[], str],
+    interval: float = 0.5,
+) -> None:
+    """Poll `condition` until it holds; past `timeout` seconds fail the test with `failure()`."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/v1/.well-known/ready", timeout=5):
-                return
-        except (urllib.error.URLError, OSError):
-            if time.monotonic() > deadline:
-                pytest.fail(f"Weaviate at {url} was not ready within {timeout:.0f} s")
-            time.sleep(0.5)
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{failure()} (waited {timeout:.0f} s)", pytrace=False)
+        time.sleep(interval)
 
 
 def _free_port() -> int:

@@ -14,13 +14,13 @@ import secrets
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from weaviate_backend import is_ready, wait_for
 
 NODE_NAMES = ("node1", "node2", "node3")
 # Three cold starts on a busy 2-core machine share the CPUs: be generous.
@@ -140,21 +140,12 @@ class WeaviateCluster:
             self.wait_ready(node)
 
     def wait_ready(self, node: Node, timeout: float = READY_TIMEOUT_SECONDS) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def ready() -> bool:
             if not node.running:
                 pytest.fail(f"Weaviate {node.name} exited: {self._log_tail(node)}", pytrace=False)
-            try:
-                with urllib.request.urlopen(f"{node.url}/v1/.well-known/ready", timeout=5):
-                    return
-            except (urllib.error.URLError, OSError):
-                if time.monotonic() > deadline:
-                    pytest.fail(
-                        f"Weaviate {node.name} was not ready within {timeout:.0f} s: "
-                        f"{self._log_tail(node)}",
-                        pytrace=False,
-                    )
-                time.sleep(0.5)
+            return is_ready(node.url)
+
+        wait_for(ready, timeout, lambda: f"Weaviate {node.name}: {self._log_tail(node)}")
 
     def healthy_nodes(self, via: Node) -> set[str]:
         """Names of the nodes `via` sees as HEALTHY."""
@@ -180,23 +171,22 @@ class WeaviateCluster:
 
     def wait_all_joined(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         """Until every running node sees every node healthy (membership and Raft settled)."""
-        deadline = time.monotonic() + timeout
         wanted = {n.name for n in self.nodes}
         seen: set[str] = set()
-        while True:
+
+        def joined() -> bool:
+            nonlocal seen
             try:
                 if all(self.healthy_nodes(n) == wanted for n in self.nodes if n.running):
-                    return
+                    return True
                 seen = self.healthy_nodes(self.nodes[0])
             except (urllib.error.URLError, OSError, ValueError):
                 pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"the Weaviate cluster did not form within {timeout:.0f} s "
-                    f"(healthy: {sorted(seen)})",
-                    pytrace=False,
-                )
-            time.sleep(1.0)
+            return False
+
+        wait_for(
+            joined, timeout, lambda: f"the cluster did not form (healthy: {sorted(seen)})", 1.0
+        )
 
     def kill(self, node: Node) -> None:
         """SIGKILL: the node dies as a crashed machine would, with no shutdown."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
-from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SearchMode
+from codeqa.retrieval.records import Chunk, ChunkKind, RepositoryHit, SearchHit, SearchMode
 from codeqa.retrieval.search.keywords import keyword_text
 
 # Columns holding a chunk's fields, in `Chunk` order, as every backend stores them.
@@ -107,6 +107,17 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the backend; what was written stays searchable on reopening."""
+        ...
+
+
+@runtime_checkable
+class SharedStore(Protocol):
+    """A store holding many repositories' indexes side by side (Weaviate, a tenant each)."""
+
+    def search_repositories(
+        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
+    ) -> list[RepositoryHit]:
+        """The best `limit` hits across every repository's index, labelled by repository."""
         ...
 
 

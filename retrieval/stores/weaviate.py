@@ -1,6 +1,19 @@
-"""The Weaviate store: one collection per index, on embedded Weaviate or a Weaviate server/cluster.
+"""The Weaviate store: an index is a tenant of a shared collection, on embedded Weaviate or a
+Weaviate server/cluster.
 
 Where the collection lives and how it is reached (URL, embedded server) is weaviate_server.py.
+
+Many repositories in one Weaviate: every index on a server is a tenant (a shard of its own,
+invisible to the others' reads and writes) of one multi-tenant collection per vector size,
+`Codeqa_Chunks_<dim>`, or of the collection a team names with CODEQA_WEAVIATE_COLLECTION.
+Measured against a collection each (evals/bench_multirepo.py: 25 repositories, 3,772 chunks,
+embedded 1.39.3, both layouts interleaved, two runs): a tenant is created in 17-24 ms (p50)
+against a collection's 267-355 ms (a class of its own in the schema), the filled server holds
+239-250 MiB against 268-273 MiB, and a search costs the same (p50 20-23 ms; both search one
+shard). A tenant is one index folder, i.e. one
+checkout: its manifest, local to that folder, says exactly what the tenant holds, so two
+checkouts (two people, two branches) never overwrite each other's chunks; a branch switch in
+one checkout updates its tenant as it updates a LanceDB index.
 
 A thin adapter over weaviate-client v4; the chunk <-> row mapping, the keyword text and
 the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What it relies on:
@@ -10,6 +23,8 @@ the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What
   cannot stem, so the keyword text (stored and queried) first goes through `analyzed`, which
   applies LanceDB's FTS filters (see `LanceTuning`: English stemming, stop words, long
   tokens) here; Weaviate's own stop word list is off. Both stores then rank one token stream;
+  BM25 statistics are a tenant's own (each tenant is a shard), so other repositories never
+  shift a repository's scores;
 - hybrid = Weaviate's native `rankedFusion` with alpha ~0.5: both legs weigh the same, as
   in LanceDB's RRF, each leg `HYBRID_DEPTH` deep, ties to the vector leg. The order matches
   RRF; the score is Weaviate's, ~0.5 / (60 + i) summed over the legs with i the 0-based
@@ -35,8 +50,8 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import Stemmer
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.errors import IndexMismatch, StoreUnavailable
-from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
+from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
+from codeqa.retrieval.records import Chunk, RepositoryHit, SearchHit, SearchMode
 from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.protocol import (
@@ -53,11 +68,13 @@ from codeqa.retrieval.stores.protocol import (
 )
 from codeqa.retrieval.stores.weaviate_server import (
     COLLECTION_ENV,
+    DEFAULT_COLLECTION_PREFIX,
     ServerTimeouts,
     WeaviateTarget,
     connect,
     lock_embedded,
     one_line,
+    repository_label,
     resolve_target,
     translating_errors,
 )
@@ -73,7 +90,7 @@ KEYWORD_PROPERTY = "keywords"
 # Marks collections codeqa created, so a shared server's other collections are never touched.
 DESCRIPTION_PREFIX = "codeqa chunk index"
 # Bump when the collection's properties change incompatibly.
-SCHEMA_VERSION = 2  # 2: keywords stemmed, stop words removed (`analyzed`)
+SCHEMA_VERSION = 3  # 2: keywords stemmed, stop words removed; 3: a tenant per index
 # Every read and write waits for a majority of a chunk's replicas. With replication factor
 # 3 that keeps the index writable and searchable with one node down, and since any two
 # majorities overlap, a search always sees the last completed index run (ONE would answer
@@ -130,28 +147,48 @@ class WeaviateTuning:
     timeouts: ServerTimeouts = ServerTimeouts()
 
 
-def open_weaviate_store(settings: IndexSettings, directory: Path, dim: int) -> WeaviateStore:
-    """Open (or create) the index's collection: on `settings.weaviate_url`, else embedded."""
-    return WeaviateStore(resolve_target(settings, directory, os.environ), dim)
+def open_weaviate_store(
+    settings: IndexSettings, directory: Path, dim: int, repository: str | None = None
+) -> WeaviateStore:
+    """Open (or create) the index's tenant: on `settings.weaviate_url`, else embedded.
+
+    `repository` names a new tenant (its label in searches across repositories).
+    """
+    return WeaviateStore(resolve_target(settings, directory, os.environ, repository), dim)
 
 
 def drop_weaviate_index(settings: IndexSettings, directory: Path) -> None:
-    """Delete the index's collection on its server (`codeqa index --rebuild`).
+    """Delete the index's tenant on its server (`codeqa index --rebuild`).
 
     Embedded data lives in the index's store folder, which the rebuild deletes anyway.
+    The vector size (which names the default collection) is not known here: the tenant goes
+    from every codeqa collection holding it.
     """
     target = resolve_target(settings, directory, os.environ)
     if target.server is None:
         return
     client = connect(target, WeaviateTuning().timeouts)
     try:
-        with translating_errors(target, "deleting the collection"):
-            if client.collections.exists(target.collection):
-                _check_owned(client.collections.use(target.collection), target)
-                client.collections.delete(target.collection)
+        with translating_errors(target, "deleting the index"):
+            for name in _codeqa_collections(client, target):
+                collection = client.collections.use(name)
+                _check_owned(collection, target, name)
+                if not _is_multi_tenant(collection):
+                    continue  # an earlier layout: opening it says to name another collection
+                tenants = _tenants_of(collection, target)
+                if tenants:
+                    collection.tenants.remove(tenants)
     finally:
         client.close()
     (target.data_dir / MARKER_NAME).unlink(missing_ok=True)
+
+
+def _codeqa_collections(client: WeaviateClient, target: WeaviateTarget) -> list[str]:
+    """The collections an index of `target` may be a tenant of."""
+    if target.collection is not None:
+        return [target.collection] if client.collections.exists(target.collection) else []
+    names = client.collections.list_all(simple=True)
+    return sorted(name for name in names if name.startswith(DEFAULT_COLLECTION_PREFIX))
 
 
 # ---- embedded servers ---------------------------------------------------------------------
@@ -211,7 +248,7 @@ _EMBEDDED = _EmbeddedServers()
 
 
 class WeaviateStore:
-    """A `Store` kept in one Weaviate collection."""
+    """A `Store` kept in one tenant of a Weaviate collection."""
 
     def __init__(
         self, target: WeaviateTarget, dim: int, tuning: WeaviateTuning | None = None
@@ -219,12 +256,15 @@ class WeaviateStore:
         self.target = target
         self.dim = dim
         self.tuning = tuning or WeaviateTuning()
+        self.collection_name = target.collection_for(dim)
+        self.tenant = target.tenant  # or the name an existing tenant of this index has
         # The client's batch context keeps per-collection state: one writer at a time.
         self._write_lock = threading.Lock()
         self._client: WeaviateClient | None = None
         try:
+            # Before connecting: a mismatch fails fast.
+            self._marked_tenant = _check_marker(target, dim)
             if target.server is None:
-                _check_marker(target, dim)  # before starting a server: a mismatch fails fast
                 self._client = _EMBEDDED.acquire(target, self.tuning.timeouts)
             else:
                 self._client = connect(target, self.tuning.timeouts)
@@ -296,18 +336,65 @@ class WeaviateStore:
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
+        keywords, vector, mode = self._prepared(query, query_vector, mode)
+        with self._errors("searching"):
+            return self._search_in(self._collection, keywords, vector, mode, limit)
+
+    def search_repositories(
+        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
+    ) -> list[RepositoryHit]:
+        """The best `limit` hits of every index sharing this collection, labelled by index.
+
+        Each tenant answers the same query on its own chunks and BM25 statistics; the lists
+        merge by score. Hybrid scores are rank-based (rankedFusion), so they compare across
+        tenants; BM25 scores come from each tenant's own statistics and compare roughly.
+        """
+        if self.target.server is None:
+            raise ConfigError(
+                "searching every repository needs a shared Weaviate server (--weaviate-url): "
+                "embedded Weaviate holds this repository's index only"
+            )
+        if limit <= 0:
+            return []
+        from weaviate.classes.tenants import TenantActivityStatus
+
+        keywords, vector, mode = self._prepared(query, query_vector, mode)
+        found: list[RepositoryHit] = []
+        with self._errors("searching every repository"):
+            tenants = self._shared.tenants.get()
+            for name in sorted(tenants):
+                if tenants[name].activity_status is not TenantActivityStatus.ACTIVE:
+                    continue  # an offloaded or deactivated index is not searched
+                tenant = self._shared.with_tenant(name)
+                hits = self._search_in(tenant, keywords, vector, mode, limit)
+                found += [RepositoryHit(repository_label(name), name, hit) for hit in hits]
+        found.sort(key=lambda found_hit: -found_hit.hit.score)  # stable: ties by index name
+        return found[:limit]
+
+    def _prepared(
+        self, query: str, query_vector: QueryVector, mode: SearchMode
+    ) -> tuple[str, list[float] | None, SearchMode]:
+        """The analyzed keywords, the query vector (computed now) and the mode they allow."""
         keywords = analyzed(keyword_query(query))
         query_vector = None if mode is SearchMode.BM25 else resolve_query_vector(query_vector)
         vector = None if query_vector is None else self._query_vector(query_vector)
-        mode = effective_mode(mode, keywords, vector)
-        with self._errors("searching"):
-            if mode is SearchMode.BM25:
-                return self._bm25(keywords, limit) if keywords else []
-            if vector is None:  # effective_mode leaves vector modes only with a vector
-                return []
-            if mode is SearchMode.VECTOR:
-                return self._vector(vector, limit)
-            return self._hybrid(keywords, vector, limit)
+        return keywords, vector, effective_mode(mode, keywords, vector)
+
+    def _search_in(
+        self,
+        collection: Collection,
+        keywords: str,
+        vector: list[float] | None,
+        mode: SearchMode,
+        limit: int,
+    ) -> list[SearchHit]:
+        if mode is SearchMode.BM25:
+            return self._bm25(collection, keywords, limit) if keywords else []
+        if vector is None:  # effective_mode leaves vector modes only with a vector
+            return []
+        if mode is SearchMode.VECTOR:
+            return self._vector(collection, vector, limit)
+        return self._hybrid(collection, keywords, vector, limit)
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
         from weaviate.classes.query import Filter
@@ -358,10 +445,10 @@ class WeaviateStore:
 
     # ---- search legs --------------------------------------------------------------------
 
-    def _bm25(self, keywords: str, limit: int) -> list[SearchHit]:
+    def _bm25(self, collection: Collection, keywords: str, limit: int) -> list[SearchHit]:
         from weaviate.classes.query import MetadataQuery
 
-        response = self._collection.query.bm25(
+        response = collection.query.bm25(
             query=keywords,
             query_properties=[KEYWORD_PROPERTY],
             limit=limit,
@@ -370,10 +457,10 @@ class WeaviateStore:
         )
         return [_hit(o.properties, o.metadata.score) for o in response.objects]
 
-    def _vector(self, vector: list[float], limit: int) -> list[SearchHit]:
+    def _vector(self, collection: Collection, vector: list[float], limit: int) -> list[SearchHit]:
         from weaviate.classes.query import MetadataQuery
 
-        response = self._collection.query.near_vector(
+        response = collection.query.near_vector(
             near_vector=vector,
             target_vector=VECTOR_NAME,
             limit=limit,
@@ -383,10 +470,12 @@ class WeaviateStore:
         # Cosine distance -> similarity, higher is better like the other modes.
         return [_hit(o.properties, 1.0 - (o.metadata.distance or 0.0)) for o in response.objects]
 
-    def _hybrid(self, keywords: str, vector: list[float], limit: int) -> list[SearchHit]:
+    def _hybrid(
+        self, collection: Collection, keywords: str, vector: list[float], limit: int
+    ) -> list[SearchHit]:
         from weaviate.classes.query import HybridFusion, MetadataQuery
 
-        response = self._collection.query.hybrid(
+        response = collection.query.hybrid(
             query=keywords,
             vector=vector,
             target_vector=VECTOR_NAME,
@@ -456,77 +545,20 @@ class WeaviateStore:
             return [dict(o.properties) for o in objects]
 
     def _open_collection(self) -> Collection:
-        from weaviate.classes.config import (
-            Configure,
-            ConsistencyLevel,
-            DataType,
-            Property,
-            StopwordsPreset,
-            Tokenization,
-            VectorDistances,
-        )
-        from weaviate.exceptions import UnexpectedStatusCodeError
+        from weaviate.classes.config import ConsistencyLevel
 
         client = self._client
         assert client is not None
-        name = self.target.collection
+        name = self.collection_name
         with self._errors("opening the collection"):
-            if not client.collections.exists(name):
-
-                def text(
-                    prop: str, tokenization: Tokenization | None = None, **index: bool
-                ) -> Property:
-                    return Property(
-                        name=prop,
-                        data_type=DataType.TEXT,
-                        tokenization=tokenization,
-                        index_filterable=index.get("filterable", False),
-                        index_searchable=index.get("searchable", False),
-                    )
-
-                properties = [
-                    text("chunk_id", Tokenization.FIELD, filterable=True),
-                    text("path", Tokenization.FIELD, filterable=True),
-                    Property(name="start_line", data_type=DataType.INT, index_filterable=False),
-                    Property(name="end_line", data_type=DataType.INT, index_filterable=False),
-                    text("language"),
-                    text("kind"),
-                    text("symbol", Tokenization.FIELD, filterable=True),
-                    text("signature"),
-                    text("text"),
-                    text("header"),
-                    # Pre-tokenised, lower-cased code tokens: split on whitespace only.
-                    text(KEYWORD_PROPERTY, Tokenization.WHITESPACE, searchable=True),
-                    text("content_hash"),
-                    Property(name="has_vector", data_type=DataType.BOOL, index_filterable=True),
-                ]
-                try:
-                    client.collections.create(
-                        name,
-                        description=_description(self.dim),
-                        properties=properties,
-                        replication_config=_replication(self.target.replication_factor),
-                        # Stop words are gone from the keywords already (`analyzed`); k1 and
-                        # b are Weaviate's defaults, said out loud: LanceDB's BM25 uses them.
-                        inverted_index_config=Configure.inverted_index(
-                            bm25_k1=1.2, bm25_b=0.75, stopwords_preset=StopwordsPreset.NONE
-                        ),
-                        vector_config=Configure.Vectors.self_provided(
-                            name=VECTOR_NAME,
-                            vector_index_config=Configure.VectorIndex.hnsw(
-                                distance_metric=VectorDistances.COSINE
-                            ),
-                        ),
-                    )
-                except UnexpectedStatusCodeError:
-                    if not client.collections.exists(name):  # else: another process made it
-                        raise
-            collection = client.collections.use(name).with_consistency_level(
-                ConsistencyLevel(CONSISTENCY_LEVEL)
-            )
-            _check_owned(collection, self.target, self.dim)
-        _write_marker(self.target, self.dim)
-        return collection
+            create_chunk_collection(client, name, self.dim, self.target.replication_factor)
+            collection = client.collections.use(name)
+            _check_owned(collection, self.target, name, self.dim)
+            self.tenant = _open_tenant(collection, self.target, self._marked_tenant)
+            shared = collection.with_consistency_level(ConsistencyLevel(CONSISTENCY_LEVEL))
+        self._shared = shared
+        _write_marker(self.target, name, self.tenant, self.dim)
+        return shared.with_tenant(self.tenant)
 
     def _query_vector(self, vector: np.ndarray) -> list[float]:
         array = np.asarray(vector, dtype=np.float32).ravel()
@@ -540,6 +572,123 @@ class WeaviateStore:
             raise StoreUnavailable(f"the Weaviate store at {self.target.where} is closed")
         with translating_errors(self.target, action):
             yield
+
+
+# ---- the collection -----------------------------------------------------------------------
+
+
+def create_chunk_collection(
+    client: WeaviateClient,
+    name: str,
+    dim: int,
+    replication_factor: int = 1,
+    *,
+    multi_tenant: bool = True,
+) -> None:
+    """Create codeqa's chunk collection `name` unless it exists (another process may race).
+
+    `multi_tenant=False` (a collection per index) exists for evals/bench_multirepo.py, which
+    measured the two layouts; the store always uses tenants.
+    """
+    from weaviate.classes.config import (
+        Configure,
+        DataType,
+        Property,
+        StopwordsPreset,
+        Tokenization,
+        VectorDistances,
+    )
+    from weaviate.exceptions import UnexpectedStatusCodeError
+
+    if client.collections.exists(name):
+        return
+
+    def text(prop: str, tokenization: Tokenization | None = None, **index: bool) -> Property:
+        return Property(
+            name=prop,
+            data_type=DataType.TEXT,
+            tokenization=tokenization,
+            index_filterable=index.get("filterable", False),
+            index_searchable=index.get("searchable", False),
+        )
+
+    properties = [
+        text("chunk_id", Tokenization.FIELD, filterable=True),
+        text("path", Tokenization.FIELD, filterable=True),
+        Property(name="start_line", data_type=DataType.INT, index_filterable=False),
+        Property(name="end_line", data_type=DataType.INT, index_filterable=False),
+        text("language"),
+        text("kind"),
+        text("symbol", Tokenization.FIELD, filterable=True),
+        text("signature"),
+        text("text"),
+        text("header"),
+        # Pre-tokenised, lower-cased code tokens: split on whitespace only.
+        text(KEYWORD_PROPERTY, Tokenization.WHITESPACE, searchable=True),
+        text("content_hash"),
+        Property(name="has_vector", data_type=DataType.BOOL, index_filterable=True),
+    ]
+    try:
+        client.collections.create(
+            name,
+            description=_description(dim),
+            properties=properties,
+            replication_config=_replication(replication_factor),
+            # Tenants are created by the store itself, never by a write naming a tenant that
+            # is gone (a rebuild removed it while another process still wrote).
+            multi_tenancy_config=(
+                Configure.multi_tenancy(enabled=True, auto_tenant_creation=False)
+                if multi_tenant
+                else None
+            ),
+            # Stop words are gone from the keywords already (`analyzed`); k1 and b are
+            # Weaviate's defaults, said out loud: LanceDB's BM25 uses them.
+            inverted_index_config=Configure.inverted_index(
+                bm25_k1=1.2, bm25_b=0.75, stopwords_preset=StopwordsPreset.NONE
+            ),
+            vector_config=Configure.Vectors.self_provided(
+                name=VECTOR_NAME,
+                vector_index_config=Configure.VectorIndex.hnsw(
+                    distance_metric=VectorDistances.COSINE
+                ),
+            ),
+        )
+    except UnexpectedStatusCodeError:
+        if not client.collections.exists(name):  # else: another process made it
+            raise
+
+
+def _is_multi_tenant(collection: Collection) -> bool:
+    return bool(collection.config.get().multi_tenancy_config.enabled)
+
+
+def _tenants_of(collection: Collection, target: WeaviateTarget) -> list[str]:
+    """The tenants holding this index: one, unless two processes raced to create it."""
+    if collection.tenants.exists(target.tenant):
+        return [target.tenant]
+    return sorted(name for name in collection.tenants.get() if name.endswith(target.tenant_suffix))
+
+
+def _open_tenant(collection: Collection, target: WeaviateTarget, marked: str | None) -> str:
+    """The index's tenant, created (named after its repository) unless it exists.
+
+    Found by the index folder's id, so an opener that does not know the repository's name
+    finds the tenant the indexer named; or the existing tenant the folder's marker names.
+    """
+    from weaviate.classes.tenants import Tenant
+    from weaviate.exceptions import UnexpectedStatusCodeError
+
+    if marked is not None and collection.tenants.exists(marked):
+        return marked
+    found = _tenants_of(collection, target)
+    if found:
+        return found[0]
+    try:
+        collection.tenants.create([Tenant(name=target.tenant)])
+    except UnexpectedStatusCodeError:
+        if not collection.tenants.exists(target.tenant):  # else: another process made it
+            raise
+    return target.tenant
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -606,39 +755,48 @@ def _description(dim: int) -> str:
     return f"{DESCRIPTION_PREFIX}; schema {SCHEMA_VERSION}; vector dim {dim}"
 
 
-def _check_owned(collection: Collection, target: WeaviateTarget, dim: int | None = None) -> None:
+def _check_owned(
+    collection: Collection, target: WeaviateTarget, name: str, dim: int | None = None
+) -> None:
     """Refuse collections codeqa did not create, and ones holding vectors of another size."""
     description = collection.config.get(simple=True).description or ""
     if not description.startswith(DESCRIPTION_PREFIX):
         raise StoreUnavailable(
-            f"collection {target.collection} on {target.where} was not created by codeqa; "
+            f"collection {name} on {target.where} was not created by codeqa; "
             f"choose another name with {COLLECTION_ENV}"
         )
     if dim is not None and description != _description(dim):
         raise IndexMismatch(
-            f"collection {target.collection} on {target.where} holds an index of another "
-            f"layout ({description}); codeqa needs {_description(dim)}; rebuild it with "
-            "`codeqa index --rebuild`"
+            f"collection {name} on {target.where} holds indexes of another layout "
+            f"({description}); codeqa needs {_description(dim)}; name another collection "
+            f"with {COLLECTION_ENV}, or rebuild with `codeqa index --rebuild`"
         )
 
 
-def _check_marker(target: WeaviateTarget, dim: int) -> None:
+def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
+    """Refuse an index of another layout; the tenant it names, for an index folder copied
+    from another machine (a reader sharing a writer's index: README, "A team")."""
     try:
         marker = json.loads((target.data_dir / MARKER_NAME).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
-        return
+        return None
     if marker.get("description") not in (None, _description(dim)):
         raise IndexMismatch(
             f"the Weaviate index in {target.data_dir} holds {marker['description']}; codeqa "
             f"needs {_description(dim)}; rebuild it with `codeqa index --rebuild`"
         )
+    tenant = marker.get("tenant")
+    same_place = marker.get("where") == target.where
+    return tenant if isinstance(tenant, str) and same_place else None
 
 
-def _write_marker(target: WeaviateTarget, dim: int) -> None:
-    """Remember the layout locally, so an embedded mismatch is found before starting a server."""
+def _write_marker(target: WeaviateTarget, collection: str, tenant: str, dim: int) -> None:
+    """Remember the layout locally, so a mismatch is found before connecting: a model with
+    another vector size would otherwise open an empty tenant of another collection."""
     target.data_dir.mkdir(parents=True, exist_ok=True)
     payload = {
-        "collection": target.collection,
+        "collection": collection,
+        "tenant": tenant,
         "where": target.where,
         "description": _description(dim),
     }

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first 
 
 # Environment variables read at the edge (`resolve_target`): secrets never go in settings files.
 API_KEY_ENV = "WEAVIATE_API_KEY"
-COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a fixed name, for a team sharing one index
+COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a team's own collection, instead of the default
 BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
 
 EMBEDDED_DATA_FOLDER = "weaviate"  # under the index's store folder
@@ -61,6 +61,15 @@ EMBEDDED_ENVIRONMENT = MappingProxyType(
 )
 LOCK_NAME = "weaviate.lock"
 _VALID_COLLECTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+# Every index on a server is a tenant of one collection per vector size (see weaviate.py):
+# `Codeqa_Chunks_384`. A tenant name is at most 64 of these characters (Weaviate's rule).
+DEFAULT_COLLECTION_PREFIX = "Codeqa_Chunks_"
+TENANT_NAME_LENGTH = 64
+_TENANT_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+# index_dir_for's default folder name ends with a digest of the repository's path; the
+# tenant name carries its own digest, so the folder's is dropped from the readable part.
+_FOLDER_DIGEST = re.compile(r"-[0-9a-f]{12}$")
+TENANT_SEPARATOR = "--"
 
 DEFAULT_GRPC_PORT = 50051
 DEFAULT_HTTP_PORTS = {"http": 8080, "https": 443}  # Weaviate's own port for http
@@ -109,9 +118,12 @@ class ServerAddress:
 
 @dataclass(frozen=True, slots=True)
 class WeaviateTarget:
-    """Where an index lives: a server (address) or embedded under `data_dir`, and its collection."""
+    """Where an index lives: a server (address) or embedded under `data_dir`; its collection
+    (None: the default one for its vector size, `collection_for`) and its tenant there."""
 
-    collection: str
+    collection: str | None
+    index_id: str  # the index folder's digest: what identifies its tenant (`tenant_suffix`)
+    label: str  # the repository's readable name, leading a new tenant's name
     server: ServerAddress | None
     api_key: str | None
     data_dir: Path  # the index's store folder (embedded data and the local marker)
@@ -121,6 +133,20 @@ class WeaviateTarget:
     @property
     def where(self) -> str:
         return self.server.url if self.server else f"embedded Weaviate in {self.data_dir}"
+
+    @property
+    def tenant(self) -> str:
+        """The name a new tenant of this index gets: `requests--1a2b3c4d5e`."""
+        return f"{self.label}{self.tenant_suffix}"
+
+    @property
+    def tenant_suffix(self) -> str:
+        """How every tenant name of this index ends, whatever repository name leads it."""
+        return f"{TENANT_SEPARATOR}{self.index_id}"
+
+    def collection_for(self, dim: int) -> str:
+        """The collection holding this index, whose vectors have `dim` values."""
+        return self.collection or default_collection_name(dim)
 
 
 def parse_server_url(url: str, grpc_port: int | None) -> ServerAddress:
@@ -148,12 +174,31 @@ def parse_server_url(url: str, grpc_port: int | None) -> ServerAddress:
     )
 
 
-def collection_name_for(directory: Path) -> str:
-    """A valid, stable Weaviate collection name for one index folder, unique per folder."""
+def default_collection_name(dim: int) -> str:
+    """The collection every index of `dim`-value vectors on a server shares, a tenant each."""
+    return f"{DEFAULT_COLLECTION_PREFIX}{dim}"
+
+
+def index_id_for(directory: Path) -> str:
+    """A stable id of one index folder, unique per folder."""
     resolved = Path(directory).expanduser().resolve()
-    readable = re.sub(r"[^A-Za-z0-9]+", "_", resolved.name).strip("_")[:40] or "index"
-    digest = hashlib.sha1(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    return f"Codeqa_{readable}_{digest}"
+    return hashlib.sha1(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:10]
+
+
+def readable_label(name: str) -> str:
+    """A repository or folder name as a tenant name may spell it (`requests-2_32_5`).
+
+    index_dir_for's default folder name ends with a digest of the repository's path; the
+    tenant name carries its own, so the folder's is dropped.
+    """
+    readable = _TENANT_UNSAFE.sub("_", _FOLDER_DIGEST.sub("", name)).strip("_-")
+    limit = TENANT_NAME_LENGTH - len(TENANT_SEPARATOR) - 10  # room for the index id
+    return readable[:limit].strip("_-") or "index"
+
+
+def repository_label(tenant: str) -> str:
+    """The repository name a tenant name starts with (what results are labelled by)."""
+    return tenant.rsplit(TENANT_SEPARATOR, 1)[0]
 
 
 def default_binary_dir(environ: Mapping[str, str]) -> Path:
@@ -226,11 +271,18 @@ def _run_go(
 
 
 def resolve_target(
-    settings: IndexSettings, directory: Path, environ: Mapping[str, str]
+    settings: IndexSettings,
+    directory: Path,
+    environ: Mapping[str, str],
+    repository: str | None = None,
 ) -> WeaviateTarget:
-    """Settings + environment -> where this index's collection lives."""
-    collection = environ.get(COLLECTION_ENV) or collection_name_for(directory)
-    if not _VALID_COLLECTION.match(collection):
+    """Settings + environment -> where this index's collection and tenant live.
+
+    `repository`: the repository's name, which labels the index among the store's others;
+    without it, the index folder's name (an existing tenant keeps the label it was given).
+    """
+    collection = environ.get(COLLECTION_ENV) or None
+    if collection is not None and not _VALID_COLLECTION.match(collection):
         raise ConfigError(
             f"{COLLECTION_ENV}={collection!r} is not a valid Weaviate collection name: start "
             "with a capital letter, then letters, digits or underscores"
@@ -240,6 +292,8 @@ def resolve_target(
         server = parse_server_url(settings.weaviate_url, settings.weaviate_grpc_port)
     return WeaviateTarget(
         collection=collection,
+        index_id=index_id_for(directory),
+        label=readable_label(repository or Path(directory).expanduser().resolve().name),
         server=server,
         api_key=environ.get(API_KEY_ENV) or None,
         data_dir=Path(directory) / STORE_FOLDER,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeqa.retrieval.errors import BadQueriesFile
-from codeqa.retrieval.records import SearchHit, SearchMode
+from codeqa.retrieval.records import RepositoryHit, SearchHit, SearchMode
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
 from codeqa.retrieval.search.relevance import (
     NOTHING_RELEVANT,
@@ -52,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per result")
+    parser.add_argument(
+        "--all-repos",
+        action="store_true",
+        help="search every repository indexed in the same Weaviate store (--store weaviate "
+        "--weaviate-url), each result labelled with its repository",
+    )
     add_path_argument(parser)
     parser.add_argument(
         "--queries-file",
@@ -80,6 +86,10 @@ def hit_to_json(hit: SearchHit) -> dict[str, object]:
     }
 
 
+def repository_hit_to_json(found: RepositoryHit) -> dict[str, object]:
+    return {"repository": found.repository, "index": found.index} | hit_to_json(found.hit)
+
+
 def read_queries(path: Path) -> list[tuple[str, str]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -104,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadQueriesFile("--limit must be at least 1")
     if not args.query and not args.queries_file:
         raise BadQueriesFile("give a QUERY or --queries-file")
+    if args.all_repos and args.path:
+        raise BadQueriesFile("--all-repos searches whole repositories; leave out --path")
     repo = repository_from_args(args.repo, "searching", limited=True)
     settings = settings_from_args(args, repo.root)
     mode = SearchMode(args.mode)
@@ -117,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
                 "(keyword search covers them); run `codeqa index` to finish embedding",
                 file=sys.stderr,
             )
+        if args.all_repos:
+            queries = read_queries(args.queries_file) if args.queries_file else None
+            return _search_repositories(index, queries, args)
         if args.queries_file:
             for query_id, question in read_queries(args.queries_file):
                 hits, relevance = _searched(index, _capped(question, f"query {query_id}"), args)
@@ -146,6 +161,36 @@ def _searched(
     """The top `--limit` hits, and whether the top RELEVANCE_HITS (what it was fitted on) answer."""
     hits = index.search(query, SearchMode(args.mode), max(args.limit, RELEVANCE_HITS))
     return hits[: args.limit], assess_relevance(query, hits)
+
+
+def _search_repositories(
+    index: Index, queries: list[tuple[str, str]] | None, args: argparse.Namespace
+) -> int:
+    """`--all-repos`: every repository of the store, each hit labelled with its repository."""
+    mode = SearchMode(args.mode)
+    if queries is not None:
+        for query_id, question in queries:
+            query = _capped(question, f"query {query_id}")
+            found = index.search_repositories(query, mode, args.limit)
+            results = [repository_hit_to_json(f) for f in found]
+            print(json.dumps({"id": query_id, "results": results}))
+        return 0
+    found = index.search_repositories(_capped(args.query, "the query"), mode, args.limit)
+    if args.json:
+        for hit in found:
+            print(json.dumps(repository_hit_to_json(hit)))
+        return 0
+    if not found:
+        print("no results")
+        return 0
+    # Two checkouts of one repository share its name: their index names tell them apart.
+    names: dict[str, set[str]] = {}
+    for hit in found:
+        names.setdefault(hit.repository, set()).add(hit.index)
+    for hit in found:
+        label = hit.repository if len(names[hit.repository]) == 1 else hit.index
+        print(f"[{label}] {_format_hit(hit.hit)}")
+    return 0
 
 
 def _capped(query: str, name: str) -> str:

@@ -65,6 +65,7 @@ def build_server(service: IndexService) -> MCPServer:
         paths: list[str] | None = None,
         languages: list[str] | None = None,
         cursor: str | None = None,
+        all_repos: bool = False,
     ) -> CallToolResult:
         """Find the code that answers a question or matches words, ranked, as path:start-end.
 
@@ -72,9 +73,11 @@ def build_server(service: IndexService) -> MCPServer:
         functions and classes by meaning and keywords. `mode`: hybrid (default), bm25
         (keywords only) or vector. `paths`: glob filters such as "src/*.py"; `languages`:
         e.g. ["python"]. Pass `next_cursor` back as `cursor` (same query and filters)
-        for more results. Output stays under ~20k characters.
+        for more results. `all_repos`: search every repository indexed in the same shared
+        Weaviate store, each result labelled [repository] (only `read` this repository's
+        files). Output stays under ~20k characters.
         """
-        page = _call(service.search, query, limit, mode, paths, languages, cursor)
+        page = _call(service.search, query, limit, mode, paths, languages, cursor, all_repos)
         return _result(_search_text(page), asdict(page))
 
     @server.tool(structured_output=False)
@@ -203,6 +206,8 @@ def _search_text(page: SearchPage) -> str:
     blocks = []
     for result in page.results:
         head = f"{result.location}  {result.symbol or '-'}  {result.score:.4f}"
+        if result.repository is not None:
+            head = f"[{result.repository}] {head}"
         snippet = "\n".join(f"    {line}" for line in result.snippet.splitlines())
         blocks.append(f"{head}\n{snippet}" if snippet else head)
     if page.next_cursor:

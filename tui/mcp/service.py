@@ -60,6 +60,7 @@ class SearchResult:
     language: str | None
     score: float
     snippet: str
+    repository: str | None = None  # with all_repos: the repository the hit comes from
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,7 @@ class IndexService:
         paths: list[str] | None = None,
         languages: list[str] | None = None,
         cursor: str | None = None,
+        all_repos: bool = False,
     ) -> SearchPage:
         if not query.strip():
             raise ToolInputError("query is empty")
@@ -190,19 +192,31 @@ class IndexService:
         except ValueError:
             choices = ", ".join(m.value for m in SearchMode)
             raise ToolInputError(f"mode must be one of {choices}, not {mode!r}") from None
-        key = _query_key(query, search_mode, paths, languages)
+        if all_repos and (paths or languages):
+            raise ToolInputError(
+                "all_repos searches whole repositories; leave out paths and languages"
+            )
+        key = _query_key(query, search_mode, paths, languages, all_repos)
         offset = _cursor_offset(cursor, key) if cursor else 0
         scope = PathScope(
             tuple(paths or ()),
             languages=frozenset(language.lower() for language in languages or ()),
         )
+        kept: list[tuple[SearchHit, str | None]]
         with self._borrow() as index:
-            kept = index.search(query, search_mode, offset + limit + 1, scope)
+            if all_repos:
+                found = index.search_repositories(query, search_mode, offset + limit + 1)
+                kept = [(f.hit, f.repository) for f in found]
+            else:
+                kept = [
+                    (hit, None)
+                    for hit in index.search(query, search_mode, offset + limit + 1, scope)
+                ]
         missing = 0 if search_mode is SearchMode.BM25 else self.live.vectors_missing()
         results: list[SearchResult] = []
         used = 0
-        for hit in kept[offset : offset + limit]:
-            result = _search_result(hit)
+        for hit, repository in kept[offset : offset + limit]:
+            result = _search_result(hit, repository)
             used += len(result.snippet) + len(result.location) + 80
             if results and used > MAX_OUTPUT_CHARS:
                 break
@@ -354,7 +368,7 @@ def _bounded_impact(relation: str, impact: Impact) -> GraphResult:
     )
 
 
-def _search_result(hit: SearchHit) -> SearchResult:
+def _search_result(hit: SearchHit, repository: str | None = None) -> SearchResult:
     chunk = hit.chunk
     lines = [line.rstrip() for line in chunk.text.splitlines() if line.strip()][:SNIPPET_LINES]
     return SearchResult(
@@ -366,14 +380,19 @@ def _search_result(hit: SearchHit) -> SearchResult:
         chunk.language,
         round(hit.score, 6),
         "\n".join(line[:SNIPPET_LINE_CHARS] for line in lines),
+        repository,
     )
 
 
 def _query_key(
-    query: str, mode: SearchMode, paths: list[str] | None, languages: list[str] | None
+    query: str,
+    mode: SearchMode,
+    paths: list[str] | None,
+    languages: list[str] | None,
+    all_repos: bool = False,
 ) -> str:
-    """What a cursor is bound to: the same query, mode and filters."""
-    blob = json.dumps([query, mode.value, sorted(paths or []), sorted(languages or [])])
+    """What a cursor is bound to: the same query, mode, filters and repositories."""
+    blob = json.dumps([query, mode.value, sorted(paths or []), sorted(languages or []), all_repos])
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
