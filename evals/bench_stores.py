@@ -51,7 +51,7 @@ from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.records import SearchMode
 repo, store = sys.argv[1], sys.argv[2]
-questions = json.loads(sys.argv[3])
+questions = json.loads(Path(sys.argv[3]).read_text())
 t0 = time.perf_counter()
 index = open_index(Path(repo), IndexSettings(store=store))
 index.search("warm up", SearchMode.HYBRID, 10)
