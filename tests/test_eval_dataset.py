@@ -171,3 +171,18 @@ def test_shipped_sample_gold_ranges_still_point_at_their_symbols():
                 f"{q.id}: {gold.path}:{gold.start}-{gold.end} no longer spans a gold symbol; "
                 f"now {current}"
             )
+
+
+def test_every_js_ts_question_says_how_to_fetch_its_corpus_at_its_version():
+    # The JS/TS/other-language set's corpora come from registries, not from the repo: a
+    # question whose fetch command names another version than its corpus folder would be
+    # scored against code that is not there.
+    path = sample_dataset_path().with_name("js-ts-dev.jsonl")
+    records = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
+    assert len(load_dataset(path)) == len(records)
+    for record in records:
+        name, version, kind = record["corpus"].rsplit("-", 2)
+        fetch = record.get("fetch", "")
+        assert kind in {"npm", "sdist", "go"}, record["id"]
+        assert name in fetch and version in fetch, f"{record['id']}: {fetch!r}"
+        assert record["gold_lines"], record["id"]

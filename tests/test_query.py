@@ -130,6 +130,19 @@ def test_test_files_rank_below_the_code_they_test_unless_the_question_asks_about
     assert [h.chunk.path for h in ranked][0] == "tests/test_sessions.py"
 
 
+def test_example_programs_rank_below_the_library_unless_the_question_asks_for_an_example():
+    hits = [
+        SearchHit(chunk("_examples/router-walk/main.go", 1, None, "go"), 1.0),
+        SearchHit(chunk("tree.go", 853, "Walk", "go"), 0.9),
+    ]
+    about_code = analyze_query("How does Walk visit every route with its middlewares?")
+    ranked = rerank(hits, about_code, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked][0] == "tree.go"
+    for_example = analyze_query("Is there an example of walking the routes?")
+    ranked = rerank(hits, for_example, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked][0] == "_examples/router-walk/main.go"
+
+
 def test_a_dollar_prefixed_name_is_a_symbol_with_its_dollar() -> None:
     analysis = analyze_query("How does $ZodDiscriminatedUnion pick the option to parse?")
     assert "$ZodDiscriminatedUnion" in analysis.symbols

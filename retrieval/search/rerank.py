@@ -11,6 +11,8 @@ The store ranks chunks by their words and vectors alone. Evidence it cannot use 
 - tests call the code they test by its names and restate its behaviour in their own names
   (requests's `test_fragment_maintained_on_redirect`), so they share the words of any
   question about it; the implementation ranks above them unless the question asks about tests.
+  Example programs (`examples/`, Go's `_examples/`) do the same: they use the library by
+  its names in a few lines, and rank below it unless the question asks for an example.
 Every candidate's score is rank-based (1 / (k + rank), as in Reciprocal Rank Fusion), so the
 same weights work whatever the mode (BM25 scores, cosines or RRF scores).
 
@@ -81,6 +83,13 @@ class RankingTuning:
     # and JS/TS unchanged (their corpora are wheels and npm packages, without tests).
     # 0.02: +1 question; 0.05 and 0.2 as 0.1; 0.5 lost sweqa file@5 and line@10 a question each.
     test_penalty: float = 0.1
+    # Subtracted from chunks of example programs (is_example_path) unless the question
+    # asks for an example; the test penalty's weight. Against none: JS/TS hybrid file@1
+    # 0.862 -> 0.877 (chi 0.667 -> 0.750: "Where is the list of HTTP methods chi supports"
+    # had _examples/custom-method/main.go on top), vector file@5 0.939 -> 0.954; sweqa-dev
+    # vector file@1 0.809 -> 0.820 (flask's examples/); every other figure of sweqa-dev and
+    # swebench-loc-dev, in every mode, unchanged.
+    example_penalty: float = 0.1
     # A basename that names more files than this (`__init__.py`, `models.py`) says too
     # little to point at one of them.
     max_files_per_mention: int = 3
@@ -174,6 +183,21 @@ def asks_for_data(question: str) -> bool:
     return bool(DATA_WORDS & {word.lower() for word in re.findall(r"[A-Za-z]+", question)})
 
 
+# Folders of example programs: `examples/` (Python, JS, Rust's cargo examples), Go's
+# `_examples/` (the go tool skips folders starting with `_`).
+EXAMPLE_FOLDERS = frozenset({"example", "examples", "_example", "_examples"})
+
+
+def is_example_path(path: str) -> bool:
+    """Whether `path` lies in a folder of example programs."""
+    return any(part.lower() in EXAMPLE_FOLDERS for part in path.split("/")[:-1])
+
+
+def asks_for_examples(question: str) -> bool:
+    """Whether a word of the question starts with "example" (example, examples)."""
+    return any(word.lower().startswith("example") for word in re.findall(r"[A-Za-z]+", question))
+
+
 def asks_about_tests(question: str) -> bool:
     """Whether a word of the question starts with "test" (tests, testing, test_foo, TestClient)."""
     return any(word.lower().startswith("test") for word in re.findall(r"[A-Za-z]+", question))
@@ -219,7 +243,7 @@ def rerank(
     graph: GraphEvidence | None = None,
 ) -> list[SearchHit]:
     """The best `limit` candidates by rank score plus path and symbol evidence, less prose,
-    data tables and tests, plus what the code graph says of them (`graph`).
+    data tables, tests and examples, plus what the code graph says of them (`graph`).
 
     Chunks with identical text (a file vendored twice, a copied helper) count once: the
     best-ranked is kept and names the others in `also_at`.
@@ -228,6 +252,7 @@ def rerank(
     graph = graph or GraphEvidence()
     data_penalty = 0.0 if asks_for_data(analysis.text) else tuning.data_penalty
     test_penalty = 0.0 if asks_about_tests(analysis.text) else tuning.test_penalty
+    example_penalty = 0.0 if asks_for_examples(analysis.text) else tuning.example_penalty
     scored = []
     for rank, hit in enumerate(hits, start=1):
         chunk = hit.chunk
@@ -240,6 +265,7 @@ def rerank(
             - (tuning.prose_penalty if chunk.language in PROSE_LANGUAGES else 0.0)
             - (data_penalty if data_penalty and mostly_literals(chunk) else 0.0)
             - (test_penalty if is_test_path(chunk.path) else 0.0)
+            - (example_penalty if is_example_path(chunk.path) else 0.0)
         )
         scored.append((-total, rank, hit))
     scored.sort(key=lambda item: (item[0], item[1]))
