@@ -83,6 +83,8 @@ def test_ask_says_first_that_nothing_in_the_repository_answers_an_out_of_scope_q
     assert main([*args, "--json"]) == 0
     reply = json.loads(capsys.readouterr().out)
     assert reply["relevant"] is False and 0 <= reply["relevance"] < RELEVANCE_THRESHOLD
+    assert reply["answer"].startswith(f"{NOTHING_RELEVANT}; the closest matches follow.\n")
+    assert "`json/decoder.py:" in reply["answer"]
 
 
 @pytest.mark.slow  # builds a real index with the ONNX model through the CLI

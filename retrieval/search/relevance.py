@@ -35,6 +35,8 @@ from codeqa.retrieval.search.keywords import code_tokens
 # What search, ask and the chat say when the verdict is "no", each ending it in its own way
 # ("; closest matches:" above an offline answer's list).
 NOTHING_RELEVANT = "Nothing in this repository seems to answer this"
+# Above an answer (`ask`, its --json and MCP's `ask`): the same words wherever it is read.
+ANSWER_NOT_RELEVANT = f"{NOTHING_RELEVANT}; the closest matches follow."
 # Hits read: what `codeqa search` shows by default and what the fit used.
 RELEVANCE_HITS = 10
 # Words that carry no subject: question words, articles, auxiliaries, vague verbs.

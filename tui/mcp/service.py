@@ -26,7 +26,7 @@ from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
-from codeqa.retrieval.search.relevance import subject_words
+from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, subject_words
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.status import IndexStatus
 from codeqa.tui.graph_text import definition_line, reference_line
@@ -354,7 +354,10 @@ class IndexService:
         # Borrowed, not locked: searches and refreshes go on while the model writes.
         with self._borrow() as index:
             answer = self._assistant_for(index).ask(question, retriever=index, remember=False)
-        return AskResult(answer.text, [str(c) for c in answer.citations], answer.notes)
+        text = answer.text
+        if answer.relevance is not None and not answer.relevance.relevant:
+            text = f"{ANSWER_NOT_RELEVANT}\n\n{text}"
+        return AskResult(text, [str(c) for c in answer.citations], answer.notes)
 
     def _assistant_for(self, index: Index) -> Assistant:
         """The one assistant of this server (its imports and graph are built once)."""
