@@ -233,8 +233,14 @@ def _signature_above(chunk: Chunk, location: _Location) -> bool:
     if "\n" in chunk.signature:  # a grouped chunk: _declaration_at named the one shown
         return False
     head = "".join(chunk.signature.split())[:SIGNATURE_HEAD_CHARS]
-    cited = _excerpt_lines(location.excerpt, location.start, location.end).split("\n")
-    return bool(head) and not any("".join(line.split()).startswith(head) for line in cited)
+    cited = [
+        "".join(line.split())
+        for line in _excerpt_lines(location.excerpt, location.start, location.end).split("\n")
+    ]
+    # A signature wrapped over lines starts on a line shorter than its head.
+    return bool(head) and not any(
+        line.startswith(head) or (len(line) >= 4 and head.startswith(line)) for line in cited
+    )
 
 
 def _can_merge(location: _Location, excerpt: Excerpt, start: int, end: int) -> bool:
