@@ -49,6 +49,7 @@ from codeqa.retrieval.records import (
     SkipReason,
     SourceFile,
 )
+from codeqa.retrieval.search.keywords import keyword_query
 from codeqa.retrieval.search.query import analyze_query
 from codeqa.retrieval.search.rerank import (
     GraphEvidence,
@@ -158,6 +159,11 @@ class Index:
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
         evidence = self._graph_evidence(hits, analysis.symbols, tuning)
         return rerank(hits, analysis, mentioned, tuning, limit, evidence)
+
+    def holds_word(self, word: str) -> bool:
+        """Whether any chunk holds `word` as a keyword (its text, path or symbol)."""
+        keywords = keyword_query(word)
+        return bool(keywords) and bool(self._store.search(keywords, None, SearchMode.BM25, 1))
 
     def _graph_evidence(
         self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning
