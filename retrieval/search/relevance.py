@@ -76,8 +76,9 @@ RELEVANCE_THRESHOLD = 0.49
 # A question near the repository's domain ("How does httpx open a WebSocket?") finds its
 # generic words ("open", "connection") in the hits, so the shares above pass it; its subject
 # is a word the repository holds nowhere. Of the question's words the hits lack, at most
-# this many are looked up in the whole keyword index (one lookup each, ~1-5 ms), in the
-# order asked; the share of the question found nowhere is estimated from them.
+# this many are looked up in the whole keyword index, in the order asked (12 lookups took
+# 130-170 ms on django on a machine at load 28, a few keyword searches' worth); the share
+# of the question found nowhere is estimated from them.
 MAX_WORDS_LOOKED_UP = 12
 # At or above this share of its words found nowhere in the repository, a question is not
 # answered by it, whatever the hits' shares. Tuned on the training split (the lowest limit
