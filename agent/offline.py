@@ -73,10 +73,13 @@ def offline_draft(
     for number, (location, window) in enumerate(zip(chosen, windows, strict=True), start=1):
         chunk = _declaration_at(location, window, subject)
         name = display_signature(chunk, terms)
+        # A later piece of a long declaration: its signature is above the cited lines, so
+        # the label must not read as if the lines began with it.
+        inside = _signature_above(chunk, location)
         label = f"`{chunk.path}:{location.start}-{location.end}`"
-        head = f"{number}. {label}" + (f" — `{_one_line(name)}`" if name else "")
+        named = f" — {'inside ' if inside else ''}`{_one_line(name)}`" if name else ""
         also = f" (with `{'`, `'.join(location.also)}`)" if location.also else ""
-        parts.append(f"{head} — {describe(chunk, terms)}{also}")
+        parts.append(f"{number}. {label}{named} — {describe(chunk, terms, inside)}{also}")
     first = chosen[0]
     start, last = windows[0]
     snippet = _excerpt_lines(first.excerpt, start, last)
@@ -222,6 +225,24 @@ def _declaration_starts(chunk: Chunk, excerpt: Excerpt) -> list[tuple[int, str]]
     return sorted(found.items())
 
 
+def _signature_above(chunk: Chunk, location: _Location) -> bool:
+    """Whether the chunk's one declaration begins above the cited lines (no line of them
+    starts with its signature): the second piece of a long function, say."""
+    if chunk.kind is not ChunkKind.DECLARATION or not chunk.signature:
+        return False
+    if "\n" in chunk.signature:  # a grouped chunk: _declaration_at named the one shown
+        return False
+    head = "".join(chunk.signature.split())[:SIGNATURE_HEAD_CHARS]
+    cited = [
+        "".join(line.split())
+        for line in _excerpt_lines(location.excerpt, location.start, location.end).split("\n")
+    ]
+    # A signature wrapped over lines starts on a line shorter than its head.
+    return bool(head) and not any(
+        line.startswith(head) or (len(line) >= 4 and head.startswith(line)) for line in cited
+    )
+
+
 def _can_merge(location: _Location, excerpt: Excerpt, start: int, end: int) -> bool:
     if location.excerpt != excerpt:  # only lines shown together may be cited together
         return False
@@ -270,9 +291,17 @@ def _singular(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def describe(chunk: Chunk, terms: frozenset[str] | set[str] = frozenset()) -> str:
-    """One line about `chunk` from the code itself: docstring, else comment, else a telling line."""
+def describe(
+    chunk: Chunk, terms: frozenset[str] | set[str] = frozenset(), inside: bool = False
+) -> str:
+    """One line about `chunk` from the code itself: docstring, else comment, else a telling line.
+
+    `inside`: the chunk is a later piece of its declaration, which begins above it.
+    """
     lines = chunk.text.splitlines()
+    if inside and chunk.symbol:
+        best = _best_line(lines, terms, require_match=True)
+        return f"a later part of `{chunk.symbol}`" + (f"; e.g. `{best}`" if best else "")
     text = _docstring(lines) or _leading_comment(lines)
     if text:
         return _sentence(text)

@@ -19,6 +19,8 @@ class Retriever(Protocol):
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]: ...
 
+    def holds_word(self, word: str) -> bool: ...
+
     @property
     def graph(self) -> Graph:
         """The code graph; raises IndexNotFound for an index built before graphs existed."""

@@ -136,8 +136,8 @@ async def _edit_until_found(session: ClientSession, repo: Path, word: str) -> fl
     started = time.perf_counter()
     while time.perf_counter() - started < 60:
         found = await session.call_tool("search", {"query": word, "mode": "bm25", "limit": 3})
-        results = (found.structured_content or {}).get("results") or []
-        if any(word in result["snippet"] + (result["symbol"] or "") for result in results):
+        shown = "\n".join(block.text for block in found.content if block.type == "text")
+        if word in shown:  # the snippets (in the text) show the lines holding the word
             return _since(started)
         await anyio.sleep(0.05)
     return float("inf")

@@ -180,9 +180,9 @@ def one_round(
     built = measure([*codeqa, "index", str(corpus), *where], env)
     answered = measure([*codeqa, "ask", CLI_QUESTION, "--repo", str(corpus), *where], env)
     searched = measure([*codeqa, "search", CLI_QUESTION, "--repo", str(corpus), *where], env)
-    batch = measure(
-        [sys.executable, "-c", _QUERIES, str(corpus), store, json.dumps(questions)], env
-    )
+    asked = home / "questions.json"
+    asked.write_text(json.dumps(questions))
+    batch = measure([sys.executable, "-c", _QUERIES, str(corpus), store, str(asked)], env)
     latency = json.loads(batch.stdout)
     (index_dir,) = (user_cache / "indexes").iterdir()
     figures = {

@@ -1,13 +1,21 @@
 """Fit and measure the "nothing relevant" signal (retrieval/search/relevance.py).
 
     python -m codeqa.evals.relevance_fit --index-root DIR --corpora DIR [--agent] \
-        IN_SCOPE.jsonl [...] --out-of-scope evals/samples/out-of-scope.jsonl
+        IN_SCOPE.jsonl [...] --out-of-scope evals/samples/out-of-scope.jsonl \
+        [--out-of-scope-corpora DIR --out-of-scope-index-root DIR]
 
 Runs each question through hybrid search (10 hits) on its corpus's existing index,
 fits a logistic model on the two coverage shares, and prints the coefficients, the
 highest threshold keeping false alarms on in-scope questions at or under the target,
 and the detection rate on the out-of-scope questions, at the fitted and at the shipped
-coefficients.
+coefficients; then the same two rates for each limit on the share of a question's words
+found nowhere in the repository (the index's word lookup, as `ask` and `search` use it).
+
+evals/samples/out-of-scope-unseen.jsonl is about packages codeqa was never tuned on, to
+be unpacked and made git repositories under the out-of-scope corpora folder:
+`pip download httpx==0.28.1 --no-deps` (the wheel's files, without its .dist-info),
+`npm pack @trpc/server@11.4.3` (its src/ only) and `npm pack ky@1.8.1` (without source
+maps), as httpx-0.28.1, trpc-server-11.4.3 and ky-1.8.1.
 """
 
 from __future__ import annotations
@@ -23,13 +31,18 @@ from codeqa.evals.dataset import Question, load_dataset
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.records import SearchMode
-from codeqa.retrieval.search.relevance import RELEVANCE_HITS, RELEVANCE_THRESHOLD, assess_relevance
+from codeqa.retrieval.search.relevance import (
+    ABSENT_SHARE_LIMIT,
+    RELEVANCE_HITS,
+    RELEVANCE_THRESHOLD,
+    assess_relevance,
+)
 
 MAX_FALSE_ALARMS = 0.02
 
 
 def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bool) -> np.ndarray:
-    """(all_share, best_share, shipped score) of each question, in order.
+    """(all_share, best_share, shipped score, absent_share) of each question, in order.
 
     With `agent` the hits are an offline answer's sources (what `codeqa ask` judges),
     else hybrid search's top RELEVANCE_HITS (what `codeqa search` judges).
@@ -37,7 +50,7 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
     by_corpus: dict[str, list[int]] = {}
     for position, question in enumerate(questions):
         by_corpus.setdefault(question.corpus, []).append(position)
-    found: dict[int, tuple[float, float, float]] = {}
+    found: dict[int, tuple[float, float, float, float]] = {}
     base = IndexSettings(vector_cache=index_root / "vectors.sqlite")
     for corpus, positions in by_corpus.items():
         settings = replace(base, index_dir=index_root / corpus)
@@ -49,8 +62,13 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
                     hits = assistant.ask(text, thread_id=str(position)).sources
                 else:
                     hits = index.search(text, SearchMode.HYBRID, RELEVANCE_HITS)
-                verdict = assess_relevance(text, hits)
-                found[position] = (verdict.all_share, verdict.best_share, verdict.score)
+                verdict = assess_relevance(text, hits, index.holds_word)
+                found[position] = (
+                    verdict.all_share,
+                    verdict.best_share,
+                    verdict.score,
+                    verdict.absent_share,
+                )
     rows = [found[position] for position in range(len(questions))]
     return np.array(rows, dtype=np.float64)
 
@@ -74,13 +92,20 @@ def main() -> None:
     parser.add_argument("--out-of-scope", type=Path, required=True)
     parser.add_argument("--corpora", type=Path, required=True)
     parser.add_argument("--index-root", type=Path, required=True)
+    parser.add_argument("--out-of-scope-corpora", type=Path, help="default: --corpora")
+    parser.add_argument("--out-of-scope-index-root", type=Path, help="default: --index-root")
     parser.add_argument("--agent", action="store_true", help="judge offline answers' sources")
     args = parser.parse_args()
     inside = [q for path in args.in_scope for q in load_dataset(path)]
     outside = load_dataset(args.out_of_scope)
     a = shares(inside, args.corpora, args.index_root, args.agent)
-    b = shares(outside, args.corpora, args.index_root, args.agent)
-    features = np.vstack([a[:, :2], b[:, :2]])
+    b = shares(
+        outside,
+        args.out_of_scope_corpora or args.corpora,
+        args.out_of_scope_index_root or args.index_root,
+        args.agent,
+    )
+    features = np.vstack([a[:, :2], b[:, :2]])  # the shares' model, fitted as before
     labels = np.concatenate([np.ones(len(a)), np.zeros(len(b))])
     weights = fit_logistic(features, labels)
     fitted_a = 1 / (1 + np.exp(-(weights[0] + a[:, :2] @ weights[1:])))
@@ -94,8 +119,12 @@ def main() -> None:
         "fitted_threshold": threshold,
         "fitted_false_alarms": float(np.mean(fitted_a < threshold)),
         "fitted_detection": float(np.mean(fitted_b < threshold)),
-        "shipped_false_alarms": float(np.mean(a[:, 2] < RELEVANCE_THRESHOLD)),
-        "shipped_detection": float(np.mean(b[:, 2] < RELEVANCE_THRESHOLD)),
+        "shipped_false_alarms": float(
+            np.mean((a[:, 2] < RELEVANCE_THRESHOLD) | (a[:, 3] >= ABSENT_SHARE_LIMIT))
+        ),
+        "shipped_detection": float(
+            np.mean((b[:, 2] < RELEVANCE_THRESHOLD) | (b[:, 3] >= ABSENT_SHARE_LIMIT))
+        ),
         "in_scope_share_means": a[:, :2].mean(axis=0).tolist(),
         "out_of_scope_share_means": b[:, :2].mean(axis=0).tolist(),
     }
@@ -106,12 +135,20 @@ def main() -> None:
         }
         for cut in np.arange(0.25, 0.55, 0.05)
     }
+    shipped_a, shipped_b = a[:, 2] < RELEVANCE_THRESHOLD, b[:, 2] < RELEVANCE_THRESHOLD
+    report["absent_share_limits"] = {
+        f"{limit:.2f}": {
+            "false_alarms": float(np.mean(shipped_a | (a[:, 3] >= limit))),
+            "detection": float(np.mean(shipped_b | (b[:, 3] >= limit))),
+        }
+        for limit in np.arange(0.05, 0.45, 0.05)
+    }
     print(json.dumps(report, indent=2, default=float))
     for question, row in zip(inside, a, strict=True):
-        if row[2] < RELEVANCE_THRESHOLD:
+        if row[2] < RELEVANCE_THRESHOLD or row[3] >= ABSENT_SHARE_LIMIT:
             print("false alarm (shipped):", question.id, row.round(3).tolist())
     for question, row in zip(outside, b, strict=True):
-        if row[2] >= RELEVANCE_THRESHOLD:
+        if row[2] >= RELEVANCE_THRESHOLD and row[3] < ABSENT_SHARE_LIMIT:
             print("missed (shipped):", question.id, row.round(3).tolist())
 
 

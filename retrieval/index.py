@@ -51,6 +51,7 @@ from codeqa.retrieval.records import (
     SkipReason,
     SourceFile,
 )
+from codeqa.retrieval.search.keywords import keyword_query
 from codeqa.retrieval.search.query import analyze_query
 from codeqa.retrieval.search.rerank import (
     GraphEvidence,
@@ -186,6 +187,11 @@ class Index:
         return self._store.search_repositories(
             keyword_query_text(query, self.ranking), vector, mode, limit
         )
+
+    def holds_word(self, word: str) -> bool:
+        """Whether any chunk holds `word` as a keyword (its text, path or symbol)."""
+        keywords = keyword_query(word)
+        return bool(keywords) and bool(self._store.search(keywords, None, SearchMode.BM25, 1))
 
     def _graph_evidence(
         self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning

@@ -15,6 +15,7 @@ import fcntl
 import shutil
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -249,6 +250,10 @@ def build_index(
         stamps_before = dict(manifest.stamps)
         changed, seen = _scan(root, settings, manifest, report, notify)
         removed = sorted(set(manifest.files) - seen)
+        added = [file.sha256 for file in changed if file.path not in manifest.files]
+        report.files_added = len(added)
+        gone = Counter(manifest.files[path] for path in removed)
+        report.files_renamed = sum((Counter(added) & gone).values())
         # A run that stopped before the end (Ctrl-C, kill, full disk) may have stored
         # chunks of files it had not yet listed: those files are re-stored from scratch.
         # Only such a run leaves `indexes_settled` false; vectors still pending after a
@@ -597,10 +602,18 @@ class IndexHealth:
     vectors_missing: int = 0
     unindexed_rows: int | None = None
     problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what is not wrong but not finished either
 
     @property
     def healthy(self) -> bool:
         return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        """The check's last word: "healthy" only when nothing is wrong or pending."""
+        if self.problems:
+            return "unhealthy"
+        return "usable" if self.notes else "healthy"
 
 
 def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
@@ -651,6 +664,13 @@ def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
         )
     if not manifest.indexes_settled and not problems:
         problems.append(f"the last indexing run did not finish; fix: {fix}")
+    notes = []
+    if health.unindexed_rows and health.unindexed_rows < REINDEX_AFTER_VECTORS:
+        notes.append(
+            f"{health.unindexed_rows} rows are outside the full-text index: keyword search "
+            "finds them by a slower scan until a later indexing run folds them in "
+            f"(`codeqa index --rebuild {root}` does it now)"
+        )
     return IndexHealth(
         index_dir=directory,
         chunks=health.chunks,
@@ -660,4 +680,5 @@ def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
         vectors_missing=health.vectors_missing,
         unindexed_rows=health.unindexed_rows,
         problems=tuple(problems),
+        notes=tuple(notes),
     )

@@ -200,8 +200,11 @@ class IndexReport:
     repo_root: Path
     index_dir: Path
     files_seen: int = 0
-    files_changed: int = 0
+    files_changed: int = 0  # new or changed since the last run
     files_removed: int = 0
+    files_added: int = 0  # of files_changed, those the index did not hold
+    # Of files_added and files_removed, the pairs with the same content: moved or renamed.
+    files_renamed: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
     ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped

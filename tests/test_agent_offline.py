@@ -219,3 +219,35 @@ def test_each_search_reads_as_many_hits_as_codeqa_search_shows(json_index):
     Assistant(recorded, AgentSettings(model=None)).ask("How are floats like NaN encoded?")
     assert recorded.limits
     assert set(recorded.limits) == {RELEVANCE_HITS}
+
+
+def test_a_later_piece_of_a_long_function_is_labelled_as_inside_it(tmp_path):
+    body = [f"    step_{n} = source.fetch({n}) + options.get('k{n}', {n})" for n in range(120)]
+    lines = ["def transfer_everything(source, target, options):", *body]
+    lines += ["    penguin = compute_penguin_checksum(target)", "    return penguin"]
+    (tmp_path / "mover.py").write_text("\n".join(lines) + "\n")
+    (file,) = [f for f in discover(tmp_path) if isinstance(f, SourceFile)]
+    first, *later = sorted(chunk_file(file), key=lambda c: c.start_line)
+    assert later and first.start_line == 1  # the function is long enough to be split
+    piece = later[-1]
+    assert piece.signature and piece.signature.startswith("def transfer_everything")
+    excerpt = _shown(piece.path, piece.start_line, piece.end_line, tmp_path)
+
+    text = offline_draft("penguin checksum", [SearchHit(piece, 1.0)], [excerpt], [], 6)
+    (entry,) = [line for line in text.splitlines() if line.startswith("1. ")]
+    assert entry.startswith(f"1. `mover.py:{piece.start_line}-{piece.end_line}`")
+    assert "inside `def transfer_everything(source, target, options)`" in entry
+    assert "defines" not in entry and "a later part of `transfer_everything`" in entry
+
+
+def test_a_declaration_whose_wrapped_signature_begins_the_cited_lines_is_not_inside_it(tmp_path):
+    head = ["def transfer_everything(", "    source,", "    target,", "    options,", "):"]
+    body = [f"    step_{n} = source.fetch({n}) + options.get('k{n}', {n})" for n in range(120)]
+    (tmp_path / "mover.py").write_text("\n".join([*head, *body, "    return target"]) + "\n")
+    (file,) = [f for f in discover(tmp_path) if isinstance(f, SourceFile)]
+    first = min(chunk_file(file), key=lambda c: c.start_line)
+    excerpt = _shown(first.path, first.start_line, first.end_line, tmp_path)
+
+    text = offline_draft("transfer source options", [SearchHit(first, 1.0)], [excerpt], [], 6)
+    (entry,) = [line for line in text.splitlines() if line.startswith("1. ")]
+    assert "— `def transfer_everything(" in entry and "inside" not in entry

@@ -169,6 +169,24 @@ def test_check_reports_pending_vectors_and_the_command_that_fixes_them(
     assert out.splitlines()[-1] == "unhealthy"
 
 
+def test_check_says_usable_not_healthy_while_a_few_rows_are_outside_the_full_text_index(
+    small_repo, tmp_path, capsys
+):
+    directory = tmp_path / "index"
+    build_index(small_repo, settings_for(directory), embed=False)
+    store = LanceStore(directory / "store", _dim(directory))
+    try:  # fewer rows than make it a problem, as a short fill leaves them
+        missing = store.chunks_missing_vectors()
+        store.set_vectors([c.chunk_id for c in missing], np.ones((len(missing), store.dim)))
+    finally:
+        store.close()
+    assert main(["index", "--check", str(small_repo), "--index-dir", str(directory)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "rows outside the full-text index: 0" not in out[-3]
+    assert out[-1] == "usable"
+    assert out[-2].startswith("note: ") and "outside the full-text index" in out[-2]
+
+
 def test_check_reports_rows_outside_the_full_text_index(big_repo, tmp_path, capsys):
     directory = tmp_path / "index"
     build_index(big_repo, settings_for(directory), embed=False)

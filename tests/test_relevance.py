@@ -41,6 +41,22 @@ def test_question_whose_words_the_hits_lack_is_not_relevant():
     assert not relevance.relevant and relevance.score < 0.2
 
 
+def _held_anywhere(word: str) -> bool:
+    """The repository of these tests: SCANNER's words only."""
+    return word in set(subject_words(f"{SCANNER.path} {SCANNER.symbol} {SCANNER.text}"))
+
+
+def test_a_question_whose_subject_the_repository_never_names_is_not_relevant():
+    # "scanner" and "parse" are in the hits; "websocket" and "frame" nowhere in the repo.
+    question = "How does the scanner parse a websocket frame?"
+    hits = [SearchHit(SCANNER, 1)]
+    judged = assess_relevance(question, hits, _held_anywhere)
+    assert not judged.relevant and judged.absent_share == 0.5
+    assert assess_relevance(question, hits).relevant  # the hits alone cannot tell
+    about_it = assess_relevance("How does py_make_scanner parse an array?", hits, _held_anywhere)
+    assert about_it.relevant and about_it.absent_share == 0
+
+
 def test_no_hits_is_not_relevant_and_a_question_without_subject_is_not_flagged():
     assert not assess_relevance("kubernetes pod autoscaler", []).relevant
     assert assess_relevance("how does it work?", [SearchHit(SCANNER, 1)]).relevant
@@ -83,6 +99,8 @@ def test_ask_says_first_that_nothing_in_the_repository_answers_an_out_of_scope_q
     assert main([*args, "--json"]) == 0
     reply = json.loads(capsys.readouterr().out)
     assert reply["relevant"] is False and 0 <= reply["relevance"] < RELEVANCE_THRESHOLD
+    assert reply["answer"].startswith(f"{NOTHING_RELEVANT}; the closest matches follow.\n")
+    assert "`json/decoder.py:" in reply["answer"]
 
 
 @pytest.mark.slow  # builds a real index with the ONNX model through the CLI

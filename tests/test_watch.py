@@ -97,10 +97,10 @@ def test_watch_refreshes_an_edit_and_ctrl_c_exits_130_leaving_a_healthy_unlocked
         with open(repo / "src" / "scanner.py", "a") as source:
             source.write("\n\n" + NEW_FUNCTION)
         refreshed = out.wait_for("1 file changed: ")
-        assert refreshed.startswith("1 file changed: 1 updated, 0 removed; searchable in ")
+        assert refreshed.startswith("1 file changed: 1 updated; searchable in ")
         out.wait_for("vectors filled: 1 chunk")  # the edited file's chunk, while idle
         (repo / "src" / "decoder.py").unlink()
-        assert out.wait_for("1 file changed: ").startswith("1 file changed: 0 updated, 1 removed")
+        assert out.wait_for("1 file changed: ").startswith("1 file changed: 1 removed;")
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130
     finally:
@@ -155,3 +155,26 @@ async def test_chat_refreshes_after_an_edit_and_says_when(repo, tmp_path):
         assert app.index is not None
         hits = app.index.search("watched_walrus_counter", limit=1)
         assert hits and hits[0].chunk.path == "src/scanner.py"
+
+
+def test_watch_says_a_new_file_was_added_and_a_moved_one_renamed(small_repo, index_dir):
+    from codeqa.tui.cli.watch import refresh_line
+
+    settings = IndexSettings(index_dir=index_dir)
+    build_index(small_repo, settings, embed=False)
+
+    (small_repo / "json" / "wombat.py").write_text("def wombat():\n    return 1\n")
+    added = build_index(small_repo, settings, embed=False)
+    assert refresh_line(added, 0.25) == "1 file changed: 1 added; searchable in 0.2 s"
+
+    (small_repo / "json" / "wombat.py").rename(small_repo / "json" / "numbat.py")
+    renamed = build_index(small_repo, settings, embed=False)
+    assert refresh_line(renamed, 0.25) == "1 file changed: 1 renamed; searchable in 0.2 s"
+
+    (small_repo / "json" / "numbat.py").write_text("def numbat():\n    return 2\n")
+    (small_repo / "json" / "scanner.py").unlink()
+    (small_repo / "json" / "okapi.py").write_text("def okapi():\n    return 3\n")
+    mixed = build_index(small_repo, settings, embed=False)
+    assert refresh_line(mixed, 0.25) == (
+        "3 files changed: 1 added, 1 updated, 1 removed; searchable in 0.2 s"
+    )

@@ -119,6 +119,9 @@ class LiveRetriever:
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self._use(lambda index: index.find_symbol(name, limit))
 
+    def holds_word(self, word: str) -> bool:
+        return self._use(lambda index: index.holds_word(word))
+
     @property
     def graph(self) -> Graph:
         return self._use(lambda index: index.graph)

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from codeqa.agent import Assistant
     from codeqa.agent.llm import LLMClient
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
-    from codeqa.retrieval.search.relevance import NOTHING_RELEVANT
+    from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
     from codeqa.tui.cli.progress import ProgressPrinter, VectorCoverage
 
     question = sys.stdin.read() if args.question == "-" else args.question
@@ -114,12 +114,16 @@ def run(args: argparse.Namespace) -> int:
         assert relevance is not None  # the assistant always judges its answer
         if not relevance.relevant and not args.json:
             # Above the answer; a streamed answer is already out, so it comes after that.
-            print(("\n\n" if stream else "") + f"{NOTHING_RELEVANT}; the closest matches follow.\n")
+            print(("\n\n" if stream else "") + f"{ANSWER_NOT_RELEVANT}\n")
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
                 print(f"codeqa: note: {note}", file=sys.stderr)
         if args.json:
             reply = answer_to_json(answer) | {
+                # The answer a script shows says what the plain answer says above it.
+                "answer": answer.text
+                if relevance.relevant
+                else f"{ANSWER_NOT_RELEVANT}\n\n{answer.text}",
                 "relevant": relevance.relevant,
                 "relevance": round(relevance.score, 4),
                 "vectors_filled": round(coverage.filled, 4),

@@ -92,5 +92,7 @@ def check(path: Path, settings: IndexSettings) -> int:
         )
     for problem in health.problems:
         print(f"problem: {problem}")
-    print("healthy" if health.healthy else "unhealthy")
+    for note in health.notes:
+        print(f"note: {note}")
+    print(health.verdict)
     return 0 if health.healthy else 1

@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
     repo = repository_from_args(args.repo, "serving").root
     settings = settings_from_args(args, repo)
-    service = IndexService(repo, settings)
+    # Opened once the server listens: `initialize` is answered without waiting for it.
+    service = IndexService(repo, settings, open_now=False)
     stop_watching = None
     if args.watch:
         from codeqa.tui.watching import start_watcher
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
     try:
         server = build_server(service)
+        service.open_in_background()
         if access is None:
             server.run("stdio")
         else:

@@ -160,7 +160,7 @@ def _searched(
 ) -> tuple[list[SearchHit], Relevance]:
     """The top `--limit` hits, and whether the top RELEVANCE_HITS (what it was fitted on) answer."""
     hits = index.search(query, SearchMode(args.mode), max(args.limit, RELEVANCE_HITS))
-    return hits[: args.limit], assess_relevance(query, hits)
+    return hits[: args.limit], assess_relevance(query, hits, index.holds_word)
 
 
 def _search_repositories(

@@ -144,15 +144,21 @@ _BUSY = "codeqa: note: another codeqa process is updating this index; it is left
 
 
 def refresh_line(report: IndexReport, seconds: float) -> str | None:
-    """ "3 files changed: 2 updated, 1 removed; searchable in 0.4 s", or None for no change."""
-    changed = report.files_changed + report.files_removed
+    """ "3 files changed: 1 added, 1 updated, 1 removed; searchable in 0.4 s", or None for no
+    change; a file moved with its content unchanged is one change, "1 renamed"."""
+    renamed = report.files_renamed
+    counts = (
+        ("renamed", renamed),
+        ("added", report.files_added - renamed),
+        ("updated", report.files_changed - report.files_added),
+        ("removed", report.files_removed - renamed),
+    )
+    changed = sum(count for _, count in counts)
     if not changed:
         return None
     files = "file" if changed == 1 else "files"
-    return (
-        f"{changed} {files} changed: {report.files_changed} updated, "
-        f"{report.files_removed} removed; searchable in {seconds:.1f} s"
-    )
+    said = ", ".join(f"{count} {what}" for what, count in counts if count)
+    return f"{changed} {files} changed: {said}; searchable in {seconds:.1f} s"
 
 
 def _chunks(count: int) -> str:

@@ -1,27 +1,55 @@
-"""The MCP server: seven tools over an IndexService, each giving text and structured content."""
+"""The MCP server: seven tools over an IndexService, each giving text and structured content.
+
+The text is what the agent's model reads; the structured content carries the same answer's
+fields (locations, scores, counts) for the agent's own code, without the code and prose
+the text already holds, so that a result does not cost its tokens twice.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.status import status_text
 from codeqa.tui.graph_text import (
     impact_lines,
     impact_to_json,
     references_lines,
     references_to_json,
+    unresolved_hint,
 )
-from codeqa.tui.mcp.service import GraphResult, IndexService, SearchPage
+from codeqa.tui.mcp.service import (
+    MAX_IMPACT_DEPTH,
+    MAX_SEARCH_LIMIT,
+    GraphRelation,
+    GraphResult,
+    IndexService,
+    SearchModeName,
+    SearchPage,
+)
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 T = TypeVar("T")
+
+# Whole numbers only, bounded in the schema an agent reads: pydantic's lax mode would take
+# the string "5" for 5 and 5.0 too, and an agent whose call was wrong should hear so.
+Limit = Annotated[
+    int, Field(strict=True, ge=1, le=MAX_SEARCH_LIMIT, description="results per page")
+]
+Depth = Annotated[
+    int, Field(strict=True, ge=1, le=MAX_IMPACT_DEPTH, description="hops, for impact only")
+]
+Line = Annotated[int, Field(strict=True, ge=1)]
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
 
 INSTRUCTIONS = (
     "codeqa indexes this repository (BM25 + vectors, code-aware chunks). Prefer `search` "
@@ -55,13 +83,17 @@ class CodeqaServer(MCPServer):
 
 def build_server(service: IndexService) -> MCPServer:
     """An MCP server whose tools call `service`; run it with `.run("stdio")`."""
-    server = CodeqaServer(name="codeqa", instructions=INSTRUCTIONS)
+    server = CodeqaServer(name="codeqa", version=codeqa_version(), instructions=INSTRUCTIONS)
 
-    @server.tool(structured_output=False)
+    def tool(function: Callable[..., CallToolResult]) -> None:
+        # The docstring as the agent reads it: without the indentation of the source.
+        description = inspect.cleandoc(function.__doc__ or "")
+        server.add_tool(function, description=description, structured_output=False)
+
     def search(
-        query: str,
-        limit: int = 10,
-        mode: str = "hybrid",
+        query: Query,
+        limit: Limit = 10,
+        mode: SearchModeName = "hybrid",
         paths: list[str] | None = None,
         languages: list[str] | None = None,
         cursor: str | None = None,
@@ -70,18 +102,21 @@ def build_server(service: IndexService) -> MCPServer:
         """Find the code that answers a question or matches words, ranked, as path:start-end.
 
         Use instead of grep when you do not know the exact text or file: it ranks whole
-        functions and classes by meaning and keywords. `mode`: hybrid (default), bm25
-        (keywords only) or vector. `paths`: glob filters such as "src/*.py"; `languages`:
-        e.g. ["python"]. Pass `next_cursor` back as `cursor` (same query and filters)
-        for more results. `all_repos`: search every repository indexed in the same shared
-        Weaviate store, each result labelled [repository] (only `read` this repository's
-        files). Output stays under ~20k characters.
+        functions and classes by meaning and keywords, and shows each one's lines that
+        hold the query's words. `mode`: hybrid (default), bm25 (keywords only) or vector.
+        `paths`: glob filters such as "src/*.py"; `languages`: e.g. ["python"]. Pass
+        `next_cursor` back as `cursor` (same query and filters) for more results.
+        `all_repos`: search every repository indexed in the same shared Weaviate store,
+        each result labelled [repository] (only `read` this repository's files). Output
+        stays under ~20k characters.
         """
         page = _call(service.search, query, limit, mode, paths, languages, cursor, all_repos)
-        return _result(_search_text(page), asdict(page))
+        structured = asdict(page)
+        for result in structured["results"]:
+            del result["snippet"]
+        return _result(_search_text(page), structured)
 
-    @server.tool(structured_output=False)
-    def read(path: str, start_line: int = 1, end_line: int | None = None) -> CallToolResult:
+    def read(path: str, start_line: Line = 1, end_line: Line | None = None) -> CallToolResult:
         """Numbered lines start_line..end_line of one repository file (at most 500 lines).
 
         Use with the path:start-end a search or find_symbol gave instead of reading whole
@@ -90,9 +125,10 @@ def build_server(service: IndexService) -> MCPServer:
         """
         found = _call(service.read, path, start_line, end_line)
         head = f"{found.path}:{found.start_line}-{found.end_line} (of {found.total_lines} lines)"
-        return _result(f"{head}\n{found.text}", asdict(found))
+        structured = asdict(found)
+        del structured["text"]
+        return _result(f"{head}\n{found.text}", structured)
 
-    @server.tool(structured_output=False)
     def find_symbol(name: str) -> CallToolResult:
         """Where a function, class, method or top-level constant is defined: path:start-end,
         kind, signature and the chunk holding it.
@@ -108,8 +144,9 @@ def build_server(service: IndexService) -> MCPServer:
         text = "\n".join(lines) if lines else f"no definition of {name!r} in the index"
         return _result(text, {"definitions": [asdict(d) for d in definitions]})
 
-    @server.tool(structured_output=False)
-    def references(symbol: str, relation: str = "callers", depth: int = 2) -> CallToolResult:
+    def references(
+        symbol: str, relation: GraphRelation = "callers", depth: Depth = 2
+    ) -> CallToolResult:
         """Who calls a function, what it calls, everything naming it, or what depends on it.
 
         From the code graph (Python, JS/TS, Go, Rust, Java), with each call resolved to its
@@ -121,19 +158,19 @@ def build_server(service: IndexService) -> MCPServer:
         a name ("get"), a dotted tail ("Session.get") or a module path ("requests.api.get").
         """
         found = _call(service.code_graph, symbol, relation, depth)
-        return _result(_graph_text(found), _graph_structured(symbol, found))
+        return _result(_graph_text(symbol, found), _graph_structured(symbol, found))
 
-    @server.tool(structured_output=False)
-    def ask(question: str) -> CallToolResult:
+    def ask(question: Query) -> CallToolResult:
         """A cited answer to a question about this repository, every claim with path:start-end.
 
         Use for "how does X work" questions spanning several files; citations are checked
         against the code. Without a configured model it lists the most relevant locations.
         """
         answer = _call(service.ask, question)
-        return _result(answer.answer, asdict(answer))
+        structured = asdict(answer)
+        del structured["answer"]
+        return _result(answer.answer, structured)
 
-    @server.tool(structured_output=False)
     def status() -> CallToolResult:
         """Whether the index is current: files, chunks, vectors filled %, last update and git
         commit, files changed since, and what indexing is running or pending now.
@@ -147,7 +184,6 @@ def build_server(service: IndexService) -> MCPServer:
         text = f"{status_text(current)}\nthis server: {work}"
         return _result(text, asdict(current) | {"server_work": work})
 
-    @server.tool(structured_output=False)
     def refresh() -> CallToolResult:
         """Re-read files changed on disk (keywords at once, no waiting for vectors).
 
@@ -163,7 +199,17 @@ def build_server(service: IndexService) -> MCPServer:
             )
         return _result(text, asdict(done))
 
+    for function in (search, read, find_symbol, references, ask, status, refresh):
+        tool(function)
     return server
+
+
+def codeqa_version() -> str:
+    """The installed codeqa's version, as the server reports it in `initialize`."""
+    try:
+        return importlib.metadata.version("codeqa")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
+        return "unknown"
 
 
 def _call(method: Callable[..., T], *args: object) -> T:
@@ -181,13 +227,15 @@ def _result(text: str, structured: dict[str, Any]) -> CallToolResult:
     )
 
 
-def _graph_text(found: GraphResult) -> str:
+def _graph_text(symbol: str, found: GraphResult) -> str:
     if found.impact is not None:
         lines = impact_lines(found.impact)
     else:
         lines = references_lines(found.definitions, found.references, found.relation)
     if found.left_out:
         lines.append(f"{found.left_out} more left out to keep this short")
+    if found.unresolved:
+        lines.append(unresolved_hint(found.unresolved, symbol, 'relation="references"'))
     return "\n".join(lines)
 
 
@@ -197,6 +245,7 @@ def _graph_structured(symbol: str, found: GraphResult) -> dict[str, Any]:
     return references_to_json(symbol, found.definitions, found.references) | {
         "relation": found.relation,
         "left_out": found.left_out,
+        "unresolved_calls": found.unresolved,
     }
 
 

@@ -15,14 +15,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
+from codeqa.retrieval.config import index_dir_for
 from codeqa.retrieval.errors import CodeqaError, IndexNotFound
 from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Reference
 from codeqa.retrieval.index import Index
+from codeqa.retrieval.indexing import resolve_repo
 from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
-from codeqa.retrieval.records import SearchHit, SearchMode, SkippedFile
+from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile
+from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
+from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, subject_words
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.status import IndexStatus
 from codeqa.tui.graph_text import definition_line, reference_line
@@ -40,7 +44,10 @@ SNIPPET_LINE_CHARS = 160
 # status probe in the same instant) tries again after this long, so that a change the
 # watcher saw is not left out until the next one.
 BUSY_RETRY_SECONDS = 2.0
-GRAPH_RELATIONS = ("callers", "callees", "references", "impact")
+# The names the tool schemas offer (an enum an agent sees before calling).
+SearchModeName = Literal["hybrid", "bm25", "vector"]
+GraphRelation = Literal["callers", "callees", "references", "impact"]
+GRAPH_RELATIONS: tuple[str, ...] = get_args(GraphRelation)
 MAX_IMPACT_DEPTH = 5
 # One read is a look at a region, not a whole file: an agent pages with start_line.
 MAX_READ_LINES = 500
@@ -59,7 +66,7 @@ class SearchResult:
     symbol: str | None
     language: str | None
     score: float
-    snippet: str
+    snippet: str  # the lines matching the query, numbered ("  12 | code")
     repository: str | None = None  # with all_repos: the repository the hit comes from
 
 
@@ -100,6 +107,9 @@ class GraphResult:
     references: list[Reference]  # callers, callees or references; empty for impact
     impact: Impact | None
     left_out: int  # references (or impact's callers) beyond the output budget
+    # Calls by the symbol's name that resolve to no definition: left out of "callers",
+    # listed by "references".
+    unresolved: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +135,38 @@ class IndexService:
     Vectors are filled in the background, paused while a refresh runs.
     """
 
-    def __init__(self, repo: Path, settings: Settings):
+    def __init__(self, repo: Path, settings: Settings, *, open_now: bool = True):
         self._repo = repo
         self._settings = settings
         self._assistant: Assistant | None = None  # built on the first `ask`
         self._assistant_lock = threading.Lock()
+        self.repo_root = resolve_repo(repo)
+        self.index_dir = index_dir_for(self.repo_root, settings.index.index_dir)
         self.live = LiveIndex(repo, settings.index, fill=True, retry_busy=BUSY_RETRY_SECONDS)
         self.live.subscribe(_warn)
+        self._opened = threading.Event()
+        self._open_lock = threading.Lock()  # one retry of a failed open at a time
+        self._open_error: CodeqaError | None = None
+        if open_now:
+            self._open()
+            if self._open_error is not None:
+                raise self._open_error
+
+    def open_in_background(self) -> None:
+        """Open (or build) the index on a thread; tool calls wait for it, `status` does not.
+
+        A server answers `initialize` before its index is open: opening django's took ~2 s
+        of the ~5-8 s from spawn to `initialize` on a loaded machine (the rest is importing
+        the SDK), and an agent's client gives up on a server that does not answer.
+        """
+        threading.Thread(target=self._open_and_say, name="codeqa-open", daemon=True).start()
+
+    def _open_and_say(self) -> None:
+        self._open()
+        if self._open_error is not None:
+            print(f"codeqa: error: {self._open_error}", file=sys.stderr, flush=True)
+
+    def _open(self) -> None:
         try:
             # An existing index is served at once and brought up to date in the background:
             # the no-op scan of django alone took ~3 s on a loaded machine before the first
@@ -139,23 +174,35 @@ class IndexService:
             self.live.open()
         except IndexNotFound:
             # Keyword-first: an absent index is built without waiting for vectors.
-            self.live.refresh()
+            try:
+                self.live.refresh()
+            except CodeqaError as error:
+                self._open_error = error
+        except CodeqaError as error:
+            self._open_error = error
         else:
             self.live.refresh_in_background()
+        finally:
+            self._opened.set()
 
-    @property
-    def repo_root(self) -> Path:
-        with self.live.borrow() as index:
-            return index.repo_root
-
-    @property
-    def index_dir(self) -> Path:
-        with self.live.borrow() as index:
-            return index.directory
+    def _wait_until_open(self) -> None:
+        """Block until the index is open. An open that failed (another codeqa building the
+        first index, say) is tried again by the next call, and its refusal is the reason."""
+        self._opened.wait()
+        with self._open_lock:
+            if self._open_error is not None and not self.live.is_open:
+                self._open_error = None
+                self._open()
+            error = None if self.live.is_open else self._open_error
+        if error is not None:
+            raise ToolInputError(str(error).strip().splitlines()[0] or type(error).__name__)
 
     @property
     def work_now(self) -> str:
-        """What this server is doing to its index: "refreshing", "filling vectors" or "idle"."""
+        """What this server is doing to its index: "opening", "refreshing", "filling vectors"
+        or "idle"."""
+        if not self._opened.is_set():
+            return "opening the index"
         return self.live.work_now
 
     def close(self) -> None:
@@ -164,6 +211,7 @@ class IndexService:
 
     @contextmanager
     def _borrow(self) -> Iterator[Index]:
+        self._wait_until_open()
         if self.live.closed:
             raise ToolInputError("the server is shutting down")
         with self.live.borrow() as index:
@@ -215,8 +263,9 @@ class IndexService:
         missing = 0 if search_mode is SearchMode.BM25 else self.live.vectors_missing()
         results: list[SearchResult] = []
         used = 0
+        words = subject_words(query)
         for hit, repository in kept[offset : offset + limit]:
-            result = _search_result(hit, repository)
+            result = _search_result(hit, words, repository)
             used += len(result.snippet) + len(result.location) + 80
             if results and used > MAX_OUTPUT_CHARS:
                 break
@@ -299,6 +348,7 @@ class IndexService:
                 "callees": graph.callees,
                 "references": graph.references,
             }[relation](symbol)
+            unresolved = len(graph.unresolved_calls(symbol)) if relation == "callers" else 0
         kept: list[Reference] = []
         used = sum(len(definition_line(d)) + 1 for d in definitions)
         for reference in found:
@@ -306,7 +356,7 @@ class IndexService:
             if kept and used > MAX_OUTPUT_CHARS:
                 break
             kept.append(reference)
-        return GraphResult(relation, definitions, kept, None, len(found) - len(kept))
+        return GraphResult(relation, definitions, kept, None, len(found) - len(kept), unresolved)
 
     def ask(self, question: str) -> AskResult:
         if not question.strip():
@@ -318,7 +368,10 @@ class IndexService:
         # Borrowed, not locked: searches and refreshes go on while the model writes.
         with self._borrow() as index:
             answer = self._assistant_for(index).ask(question, retriever=index, remember=False)
-        return AskResult(answer.text, [str(c) for c in answer.citations], answer.notes)
+        text = answer.text
+        if answer.relevance is not None and not answer.relevance.relevant:
+            text = f"{ANSWER_NOT_RELEVANT}\n\n{text}"
+        return AskResult(text, [str(c) for c in answer.citations], answer.notes)
 
     def _assistant_for(self, index: Index) -> Assistant:
         """The one assistant of this server (its imports and graph are built once)."""
@@ -336,6 +389,7 @@ class IndexService:
     def refresh(self) -> RefreshResult:
         # Searches go on against the open index while the files are re-read (as the CLI
         # searches while `codeqa index` runs); only the swap to the reopened index waits.
+        self._wait_until_open()
         if self.live.closed:
             raise ToolInputError("the server is shutting down")
         report = self.live.refresh()
@@ -368,9 +422,10 @@ def _bounded_impact(relation: str, impact: Impact) -> GraphResult:
     )
 
 
-def _search_result(hit: SearchHit, repository: str | None = None) -> SearchResult:
+def _search_result(
+    hit: SearchHit, query_words: frozenset[str], repository: str | None = None
+) -> SearchResult:
     chunk = hit.chunk
-    lines = [line.rstrip() for line in chunk.text.splitlines() if line.strip()][:SNIPPET_LINES]
     return SearchResult(
         chunk.location,
         chunk.path,
@@ -379,8 +434,33 @@ def _search_result(hit: SearchHit, repository: str | None = None) -> SearchResul
         chunk.symbol,
         chunk.language,
         round(hit.score, 6),
-        "\n".join(line[:SNIPPET_LINE_CHARS] for line in lines),
+        snippet(chunk, query_words),
         repository,
+    )
+
+
+def snippet(chunk: Chunk, query_words: frozenset[str]) -> str:
+    """The chunk's lines holding the most of the query's words, numbered, in file order.
+
+    A chunk's first lines are often a doc comment's opening (`/**`, a docstring's quotes)
+    or a decorator; the lines that made it match tell an agent whether to read it. A chunk
+    matched by meaning alone, holding none of the words, shows its first lines that name
+    anything.
+    """
+    numbered = [
+        (chunk.start_line + offset, line.rstrip())
+        for offset, line in enumerate(chunk.text.splitlines())
+        if line.strip()
+    ]
+    held = {number: len(query_words.intersection(code_tokens(line))) for number, line in numbered}
+    best = sorted(
+        (entry for entry in numbered if held[entry[0]]), key=lambda entry: -held[entry[0]]
+    )[:SNIPPET_LINES]
+    if not best:
+        best = [entry for entry in numbered if code_tokens(entry[1])][:SNIPPET_LINES]
+    width = len(str(chunk.end_line))
+    return "\n".join(
+        f"{number:>{width}} | {line[:SNIPPET_LINE_CHARS]}" for number, line in sorted(best)
     )
 
 
