@@ -60,7 +60,8 @@ TRAINING_PARAMS: dict[str, Any] = {
     "seed": 7,
     "verbosity": -1,
 }
-TRAINING_ROUNDS = 150
+TRAINING_ROUNDS = 60
+TRAINING_LEAVES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +212,9 @@ def file_metrics(
 
 
 def train_booster(
-    training: Sequence[QuestionCandidates], rounds: int = TRAINING_ROUNDS, leaves: int = 8
+    training: Sequence[QuestionCandidates],
+    rounds: int = TRAINING_ROUNDS,
+    leaves: int = TRAINING_LEAVES,
 ) -> Any:
     try:
         import lightgbm
@@ -336,7 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--mode", choices=("hybrid", "bm25"), default="hybrid")
     parser.add_argument("--rounds", type=int, default=TRAINING_ROUNDS, help="boosting rounds")
-    parser.add_argument("--leaves", type=int, default=8, help="leaves per tree (a power of 2)")
+    parser.add_argument(
+        "--leaves", type=int, default=TRAINING_LEAVES, help="leaves per tree (a power of 2)"
+    )
     parser.add_argument("--cross-validate", action="store_true", help="leave one repository out")
     parser.add_argument("--out", type=Path, help="write the model trained on every question")
     args = parser.parse_args(argv)

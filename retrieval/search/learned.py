@@ -40,7 +40,7 @@ from codeqa.retrieval.search.rerank import (
 MODEL_FORMAT = "codeqa-ranker/1"
 BUNDLED_RANKER = Path(__file__).resolve().parent.parent / "data" / "ranker.json"
 # The file `python -m codeqa.evals.train_ranker` wrote and the dev sets were measured with.
-BUNDLED_RANKER_SHA256 = "3da6c190536b9d5de213eea7c39261d4b91e2cb7beb2312d377598d31abe8673"
+BUNDLED_RANKER_SHA256 = "dc92c794bc3bcb752bb475827db9951a680c3239764bde44f0728429f0ed4d77"
 
 # In the order of a feature row; the model file names them too, and must match.
 FEATURE_NAMES = (
@@ -69,6 +69,7 @@ FEATURE_NAMES = (
     "package_init",  # an __init__.py
     "log_question_chars",
     "mentioned_files",  # log(1 + files the question names)
+    "tuned_score",  # the hand-tuned ranking's score (rerank.py): the model corrects it
 )
 
 _WORD = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -146,7 +147,23 @@ def candidate_features(
         row[23] = log_chars
         row[24] = log_mentioned
         seen_files.add(path)
+    rows[:, -1] = tuned_scores(rows, tuning)
     return rows
+
+
+def tuned_scores(rows: np.ndarray, tuning: RankingTuning) -> np.ndarray:
+    """The tuned ranking's score of each row (rerank.py's terms), from the other features."""
+    column = {name: rows[:, position] for position, name in enumerate(FEATURE_NAMES)}
+    return (
+        column["rank_score"]
+        + tuning.path_weight * column["path_mentioned"]
+        + tuning.symbol_weight * column["symbol_named"]
+        + tuning.callee_weight * column["called_by_top"]
+        + tuning.definition_weight * column["asked_definition"]
+        - tuning.prose_penalty * column["prose"]
+        - tuning.data_penalty * column["data_table"]
+        - tuning.test_penalty * column["test_file"]
+    )
 
 
 @dataclass(frozen=True, slots=True)
