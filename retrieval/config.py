@@ -47,7 +47,12 @@ class IndexSettings:
     vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir
     # How files are cut (chunker.CHUNK_STRATEGIES); "windows" exists for ablations.
     chunker: str = "three-tier"
+    # How the store's candidates are ordered (RANKERS): the hand-tuned terms of
+    # search/rerank.py, or the model of search/learned.py (hybrid searches only).
+    ranker: str = "tuned"
 
+
+RANKERS = ("tuned", "learned")
 
 VECTOR_CACHE_NAME = "vectors.sqlite"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeqa.retrieval.config import STORE_BACKENDS, IndexSettings
+from codeqa.retrieval.config import RANKERS, STORE_BACKENDS, IndexSettings
 from codeqa.retrieval.errors import ConfigError
 
 if TYPE_CHECKING:  # the agent package loads LangGraph: imported when a command answers
@@ -60,6 +60,8 @@ KEYS: dict[str, Key] = {
     "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True, limit=True),
     # Index build output and generated files too (dist/ bundles, compiled copies of .ts).
     "include_generated": Key("CODEQA_INCLUDE_GENERATED", bool, repo_may_set=True),
+    # How search results are ordered: "tuned" (hand-set terms) or "learned" (a bundled model).
+    "ranker": Key("CODEQA_RANKER", str, repo_may_set=True),
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
     "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
     "weaviate_replication": Key("CODEQA_WEAVIATE_REPLICATION", int),
@@ -249,12 +251,16 @@ def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
     store = str(values.get("store", "lancedb"))
     if store not in STORE_BACKENDS:
         raise ConfigError(f"unknown store {store!r}; choose one of: {', '.join(STORE_BACKENDS)}")
+    ranker = str(values.get("ranker", "tuned"))
+    if ranker not in RANKERS:
+        raise ConfigError(f"unknown ranker {ranker!r}; choose one of: {', '.join(RANKERS)}")
     index_dir = values.get("index_dir")
     index = replace(
         IndexSettings(),
         index_dir=Path(str(index_dir)).expanduser() if index_dir else None,
         embed_model=values.get("embed_model") or None,  # type: ignore[arg-type]
         store=store,
+        ranker=ranker,
         weaviate_url=values.get("weaviate_url") or None,  # type: ignore[arg-type]
         weaviate_grpc_port=values.get("weaviate_grpc_port"),  # type: ignore[arg-type]
         weaviate_replication=values.get("weaviate_replication") or 1,  # type: ignore[arg-type]

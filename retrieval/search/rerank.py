@@ -30,11 +30,15 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.graph import is_test_path
 from codeqa.retrieval.records import Chunk, SearchHit
 from codeqa.retrieval.search.query import QueryAnalysis, module_paths
+
+if TYPE_CHECKING:  # learned.py computes its features with this module's functions
+    from codeqa.retrieval.search.learned import LearnedRanker
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +223,16 @@ class GraphEvidence:
     defining: frozenset[str] = frozenset()  # hold the definition of the symbol asked about
 
 
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What one search hands its ranking: the store's hits, in its order, and the evidence."""
+
+    hits: list[SearchHit]
+    analysis: QueryAnalysis
+    mentioned: dict[str, float]  # files the question names, weight in (0, 1]
+    graph: GraphEvidence
+
+
 def graph_definition(chunk: Chunk, graph: GraphEvidence, names: frozenset[str]) -> float:
     """1 for a chunk holding the asked-about definition that its own symbol does not name."""
     return float(chunk.chunk_id in graph.defining and not symbol_match(chunk, names))
@@ -241,9 +255,11 @@ def rerank(
     tuning: RankingTuning,
     limit: int,
     graph: GraphEvidence | None = None,
+    learned: LearnedRanker | None = None,
 ) -> list[SearchHit]:
     """The best `limit` candidates by rank score plus path and symbol evidence, less prose,
-    data tables, tests and examples, plus what the code graph says of them (`graph`).
+    data tables, tests and examples, plus what the code graph says of them (`graph`); with
+    `learned`, by that model's score of the same evidence instead.
 
     Chunks with identical text (a file vendored twice, a copied helper) count once: the
     best-ranked is kept and names the others in `also_at`.
@@ -253,21 +269,25 @@ def rerank(
     data_penalty = 0.0 if asks_for_data(analysis.text) else tuning.data_penalty
     test_penalty = 0.0 if asks_about_tests(analysis.text) else tuning.test_penalty
     example_penalty = 0.0 if asks_for_examples(analysis.text) else tuning.example_penalty
-    scored = []
-    for rank, hit in enumerate(hits, start=1):
-        chunk = hit.chunk
-        total = (
+    if learned is not None:
+        model_scores = learned.score_candidates(hits, analysis, mentioned, graph, tuning)
+        totals = [float(score) for score in model_scores]
+    else:
+        totals = [
             (tuning.rank_k + 1) / (tuning.rank_k + rank)
-            + tuning.path_weight * mentioned.get(chunk.path, 0.0)
-            + tuning.symbol_weight * symbol_match(chunk, names)
-            + (tuning.callee_weight if chunk.chunk_id in graph.called else 0.0)
-            + (graph_definition(chunk, graph, names) * tuning.definition_weight)
-            - (tuning.prose_penalty if chunk.language in PROSE_LANGUAGES else 0.0)
-            - (data_penalty if data_penalty and mostly_literals(chunk) else 0.0)
-            - (test_penalty if is_test_path(chunk.path) else 0.0)
-            - (example_penalty if is_example_path(chunk.path) else 0.0)
-        )
-        scored.append((-total, rank, hit))
+            + tuning.path_weight * mentioned.get(hit.chunk.path, 0.0)
+            + tuning.symbol_weight * symbol_match(hit.chunk, names)
+            + (tuning.callee_weight if hit.chunk.chunk_id in graph.called else 0.0)
+            + (graph_definition(hit.chunk, graph, names) * tuning.definition_weight)
+            - (tuning.prose_penalty if hit.chunk.language in PROSE_LANGUAGES else 0.0)
+            - (data_penalty if data_penalty and mostly_literals(hit.chunk) else 0.0)
+            - (test_penalty if is_test_path(hit.chunk.path) else 0.0)
+            - (example_penalty if is_example_path(hit.chunk.path) else 0.0)
+            for rank, hit in enumerate(hits, start=1)
+        ]
+    # Equal scores keep the store's order.
+    ranked = enumerate(zip(totals, hits, strict=True))
+    scored = [(-total, rank, hit) for rank, (total, hit) in ranked]
     scored.sort(key=lambda item: (item[0], item[1]))
     kept: dict[str, tuple[float, Chunk, list[str]]] = {}
     for negative, _, hit in scored:
