@@ -113,10 +113,16 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, repo)
     service = IndexService(repo, settings)
     stop_watching = None
+    warm = None
     if args.watch:
+        from codeqa.tui.warm.server import WarmServer
         from codeqa.tui.watching import start_watcher
 
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
+        # The watched index also answers the CLI (tui/warm/); an unwatched one would not
+        # be kept fresh between requests, so it does not.
+        warm = WarmServer(service.live)
+        warm.start()
     try:
         server = build_server(service)
         if access is None:
@@ -126,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
 
             serve_http(server, access)
     finally:
+        if warm is not None:
+            warm.close()
         if stop_watching is not None:
             stop_watching.set()
         service.close()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import os
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -173,7 +172,6 @@ class WarmServer:
             err.write(f"codeqa: error: {error}\n")
             code = 1
         except Exception as error:  # a bad value or a bug: the client runs it itself
-            print(f"codeqa: warm request failed: {error!r}", file=sys.stderr)
             return Reply(error=f"failed: {type(error).__name__}")
         return Reply(code, out.getvalue(), err.getvalue())
 
