@@ -138,12 +138,14 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
         live.close()
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
+    if idle_minutes is None:
+        stopped = "codeqa: stopped watching"
+    elif idle.is_set():
+        stopped = f"codeqa: stopped serving: no request for {idle_minutes:g} min"
+    else:
+        stopped = "codeqa: stopped serving"
     print(
-        (
-            "codeqa: stopped serving: no request for " + f"{idle_minutes:g} min"
-            if idle.is_set()
-            else "codeqa: stopped watching"
-        )
+        stopped
         + "; the index is consistent"
         + (
             ""
