@@ -219,3 +219,12 @@ def test_each_search_reads_as_many_hits_as_codeqa_search_shows(json_index):
     Assistant(recorded, AgentSettings(model=None)).ask("How are floats like NaN encoded?")
     assert recorded.limits
     assert set(recorded.limits) == {RELEVANCE_HITS}
+
+
+def test_an_assistant_without_settings_answers_offline_whatever_the_environment(
+    json_index, monkeypatch
+):
+    """Settings are resolved once at the edge (tui/settings.py): the agent reads no
+    environment of its own, so a CODEQA_MODEL the caller did not pass changes nothing."""
+    monkeypatch.setenv("CODEQA_MODEL", "openai/gpt-4o-mini")
+    assert Assistant(json_index).settings == AgentSettings()

@@ -41,6 +41,8 @@ MAX_SOCKET_PATH = 100
 NO_SERVER_ENV = "CODEQA_NO_SERVER"
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# Without SO_PEERCRED (not Linux) the peer cannot be checked: no server, no client.
+PEER_CHECKED = hasattr(socket, "SO_PEERCRED")
 
 
 def socket_folder() -> Path:
@@ -109,7 +111,7 @@ def read_line(connection: socket.socket) -> bytes:
 
 def warm_reply(repo: Path, settings: IndexSettings, request: Request) -> Reply | None:
     """The reply of the server holding `repo`'s index opened with `settings`, or None."""
-    if os.environ.get(NO_SERVER_ENV):
+    if os.environ.get(NO_SERVER_ENV) or not PEER_CHECKED:
         return None
     from codeqa.tui.warm.protocol import index_key
 

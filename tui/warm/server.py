@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from codeqa.tui.warm.client import (
     MAX_SOCKET_PATH,
+    PEER_CHECKED,
     peer_uid,
     read_line,
     socket_folder,
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
 READ_TIMEOUT_SECONDS = 5.0
 # How often the accept loop looks whether it was closed.
 POLL_SECONDS = 0.5
+# A request that arrives while the watcher's refresh runs (a save on django: ~0.4 s) waits
+# for it, so it sees the change; past this (a large checkout) it is answered from the index
+# as it is, as an in-process command finding the index locked is, within the client's wait.
+REFRESH_WAIT_SECONDS = 2.0
 
 
 class WarmServer:
@@ -71,7 +76,11 @@ class WarmServer:
         """Listen; the socket's path, or None when another process serves this index already
         or the user's socket folder is not private (then the CLI works in-process)."""
         folder = socket_folder()
-        if len(os.fsencode(self.path)) > MAX_SOCKET_PATH or not _make_private(folder):
+        if (
+            not PEER_CHECKED
+            or len(os.fsencode(self.path)) > MAX_SOCKET_PATH
+            or not _make_private(folder)
+        ):
             return None
         if self.path.exists() or self.path.is_symlink():
             if _answers(self.path):
@@ -155,6 +164,9 @@ class WarmServer:
             return Reply(error="this server holds another index (or the same one opened otherwise)")
         if self._stop.is_set() or self.live.closed:
             return Reply(error="the server is shutting down")
+        deadline = time.monotonic() + REFRESH_WAIT_SECONDS
+        while self.live.work_now == "refreshing" and time.monotonic() < deadline:
+            time.sleep(0.02)
         with self._work:
             self.last_request = time.monotonic()
             try:
@@ -169,6 +181,8 @@ class WarmServer:
         try:
             code = self._dispatch(request, out, err)
         except CodeqaError as error:  # as the CLI prints it (tui/cli/__init__.py)
+            if self._stop.is_set() or self.live.closed:  # closed under the request
+                return Reply(error="the server is shutting down")
             err.write(f"codeqa: error: {error}\n")
             code = 1
         except Exception as error:  # a bad value or a bug: the client runs it itself
