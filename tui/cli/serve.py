@@ -16,7 +16,7 @@ from codeqa.retrieval.errors import ConfigError
 from codeqa.tui.cli.common import REPO_HELP, add_index_arguments
 
 # Long enough for a working session's pauses, short enough that a forgotten `serve &`
-# (~0.4 GB resident on django) does not outlive the afternoon.
+# (~0.5 GB resident on django) does not outlive the afternoon.
 DEFAULT_IDLE_MINUTES = 30.0
 
 
