@@ -85,12 +85,13 @@ def warm(indexed: tuple[Path, Path]) -> Iterator[WarmServer]:
     live.close()
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     code = main(argv)
-    return code, capsys.readouterr().out
+    printed = capsys.readouterr()
+    return code, printed.out, printed.err
 
 
-def _in_process(argv: list[str], capsys, monkeypatch) -> tuple[int, str]:
+def _in_process(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     with monkeypatch.context() as patch:
         patch.setenv(client.NO_SERVER_ENV, "1")
         return _run(argv, capsys)
@@ -113,6 +114,7 @@ COMMANDS = [
     ["refs", "py_scanstring"],
     ["callers", "JSONObject", "--json"],
     ["impact", "json/scanner.py"],
+    ["callers", "no_such_function_anywhere"],  # an error: one line, exit 1, both ways
 ]
 
 
