@@ -127,8 +127,10 @@ def _answer_here(
             sys.stderr,
             stream=stream,
         )
-        foreground = not request.json and sys.stdout.isatty()
-        return _finish_vectors(live.repo, args, settings.index, coverage, foreground)
+        root = live.repo
+    # After the index is closed, as `codeqa index` would find it.
+    foreground = not request.json and sys.stdout.isatty()
+    return _finish_vectors(root, args, settings.index, coverage, foreground)
 
 
 def answer_question(
