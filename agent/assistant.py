@@ -35,7 +35,8 @@ class Assistant:
 
     def __init__(self, retriever: Retriever, settings: AgentSettings | None = None):
         self.retriever = retriever
-        self.settings = settings or AgentSettings.from_env()
+        # Settings are resolved at the edge (tui/settings.py); none given means offline.
+        self.settings = settings or AgentSettings()
         self._llm = LLMClient(self.settings) if self.settings.model else None
         serde = JsonPlusSerializer(allowed_msgpack_modules=CHECKPOINT_TYPES)
         self._checkpoints = InMemorySaver(serde=serde)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from codeqa.retrieval.records import SearchMode
@@ -63,9 +62,3 @@ class AgentSettings:
     # One request's limit, and also the most time spent retrying: a server that is not
     # running fails within it (a CPU-bound local model can take a minute to answer).
     request_timeout_seconds: float = 120.0
-
-    @classmethod
-    def from_env(cls, model: str | None = None, **overrides: object) -> AgentSettings:
-        """Settings with `model`, else $CODEQA_MODEL, else offline."""
-        chosen = model or os.environ.get(MODEL_ENV_VAR) or None
-        return cls(model=chosen, **overrides)  # type: ignore[arg-type]

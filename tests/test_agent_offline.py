@@ -251,3 +251,12 @@ def test_a_declaration_whose_wrapped_signature_begins_the_cited_lines_is_not_ins
     text = offline_draft("transfer source options", [SearchHit(first, 1.0)], [excerpt], [], 6)
     (entry,) = [line for line in text.splitlines() if line.startswith("1. ")]
     assert "— `def transfer_everything(" in entry and "inside" not in entry
+
+
+def test_an_assistant_without_settings_answers_offline_whatever_the_environment(
+    json_index, monkeypatch
+):
+    """Settings are resolved once at the edge (tui/settings.py): the agent reads no
+    environment of its own, so a CODEQA_MODEL the caller did not pass changes nothing."""
+    monkeypatch.setenv("CODEQA_MODEL", "openai/gpt-4o-mini")
+    assert Assistant(json_index).settings == AgentSettings()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +56,8 @@ def _holds_git_marker(folder: Path) -> bool:
 
 def git_head(root: Path) -> str | None:
     """The commit checked out in `root`, or None outside git or before the first commit."""
+    import subprocess  # here: finding the root must stay cheap for a warm CLI command
+
     try:
         done = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],

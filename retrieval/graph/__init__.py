@@ -3,7 +3,8 @@
 Built with the index (`build.refresh_graph`), queried through `Graph`.
 """
 
-from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
+from typing import TYPE_CHECKING
+
 from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH, Graph
 from codeqa.retrieval.graph.languages import is_test_path
 from codeqa.retrieval.graph.records import (
@@ -15,6 +16,9 @@ from codeqa.retrieval.graph.records import (
     Reference,
 )
 from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
 
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
 # 3: definitions keep the class a function declares it returns; 4: top-level variables are
@@ -38,3 +42,13 @@ __all__ = [
     "is_test_path",
     "refresh_graph",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Building parses with tree-sitter (~0.2 s of imports): loaded by the indexer when it
+    # builds, not by the graph's readers (`codeqa refs` handed to a warm server).
+    if name in ("GraphUpdate", "refresh_graph"):
+        from codeqa.retrieval.graph import build
+
+        return getattr(build, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

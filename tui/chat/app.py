@@ -54,6 +54,7 @@ from codeqa.tui.chat.workers import (
 )
 from codeqa.tui.settings import Settings
 from codeqa.tui.terminal_text import visible
+from codeqa.tui.warm.server import WarmServer
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -99,6 +100,9 @@ class CodeqaApp(App[None]):
         self._answer_cancel: threading.Event | None = None
         self._answer_view: AnswerMessage | None = None
         self._pending_question: str | None = None
+        # Serves `codeqa search|ask|…` in other terminals from this index while it is
+        # watched (tui/warm/); started with the watcher, stopped with it or on quit.
+        self._warm: WarmServer | None = None
         self.chat = ChatScreen()
         self.status = SessionStatus(
             repo=config.repo_label or Path(config.repo).name or str(config.repo),
@@ -116,6 +120,7 @@ class CodeqaApp(App[None]):
         self.start_indexing()
 
     def on_unmount(self) -> None:
+        self._stop_serving()
         self._stop.set()
         self.live.stop_filling_soon()
         if self._answer_cancel is not None:
@@ -244,6 +249,8 @@ class CodeqaApp(App[None]):
         if not self.work.watching:
             self.work = replace(self.work, watching=True)
             self._watch_worker(message.report.repo_root, message.index_dir)
+            self._warm = WarmServer(self.live)
+            self._warm.start()
         if not missing:
             self._indexing_done()
         if message.notice:
@@ -312,7 +319,13 @@ class CodeqaApp(App[None]):
         except Exception as error:  # e.g. the system's limit on watched folders
             self.post_message(WatchFailed(f"{type(error).__name__}: {error}"))
 
+    def _stop_serving(self) -> None:
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            warm.close()
+
     def on_watch_failed(self, message: WatchFailed) -> None:
+        self._stop_serving()  # an index nothing keeps fresh must not answer the CLI
         self.notify(
             f"files are not watched ({message.reason}); ctrl+r re-indexes after edits",
             severity="warning",

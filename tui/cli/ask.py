@@ -11,12 +11,13 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import SearchMode
-from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_api_base_argument,
@@ -26,10 +27,16 @@ from codeqa.tui.cli.common import (
     repository_from_args,
     settings_from_args,
 )
-from codeqa.tui.settings import TRUST_FLAG
+from codeqa.tui.settings import TRUST_FLAG, Settings
+from codeqa.tui.warm.client import print_reply, warm_reply
+from codeqa.tui.warm.protocol import AskRequest
 
 if TYPE_CHECKING:  # progress.py imports the indexer: loaded when a command runs, not at parse
+    from codeqa.agent import Assistant
     from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.index import Index
+    from codeqa.retrieval.live import LiveIndex
+    from codeqa.retrieval.search.scope import PathScope
     from codeqa.tui.cli.progress import VectorCoverage
 
 # Exit status after Ctrl-C stopped the vector fill that follows an answer: the answer was
@@ -66,18 +73,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.agent import Assistant
-    from codeqa.agent.llm import LLMClient
-    from codeqa.agent.prompts import QUESTION_CUT_NOTE
-    from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
-    from codeqa.tui.cli.progress import ProgressPrinter, VectorCoverage
-
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
         raise EmptyQuestion("the question is empty")
     repo = repository_from_args(args.repo, "answering about").root
     settings = settings_from_args(args, repo)
-    agent = settings.agent(search_mode=SearchMode(args.mode))
+    request = AskRequest(
+        question=question,
+        mode=args.mode,
+        json=args.json,
+        paths=tuple(args.path),
+        show_sources=args.show_sources,
+        context_window=settings.context_window or 0,
+        request_timeout=settings.request_timeout or 0,
+    )
+    if settings.model is None:
+        # Offline answers only: a model's answer takes seconds anyway, and its key and
+        # server are this process's environment's, not the resident one's.
+        reply = warm_reply(repo, settings.index, request)
+        if reply is not None:
+            return print_reply(reply)
+    return _answer_here(args, request, repo, settings)
+
+
+def _answer_here(
+    args: argparse.Namespace, request: AskRequest, repo: Path, settings: Settings
+) -> int:
+    from codeqa.agent import Assistant
+    from codeqa.agent.llm import LLMClient
+    from codeqa.tui.cli.progress import ProgressPrinter
+
+    agent = settings.agent(search_mode=SearchMode(request.mode))
     if agent.model:  # a bad model name or key should not cost an indexing run first
         LLMClient(agent).check()
     printer = ProgressPrinter(quiet_scan=True)
@@ -91,34 +117,69 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         printer.close()
-    with live, live.borrow() as index:
-        index.scope = PathScope(tuple(args.path))
-        coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
-        if coverage.missing and agent.search_mode is not SearchMode.BM25:
+    with live:
+        stream = not request.json and sys.stdout.isatty() and agent.model is not None
+        coverage = answer_question(
+            request,
+            live,
+            lambda index: Assistant(index, agent),
+            sys.stdout,
+            sys.stderr,
+            stream=stream,
+        )
+        root = live.repo
+    # After the index is closed, as `codeqa index` would find it.
+    foreground = not request.json and sys.stdout.isatty()
+    return _finish_vectors(root, args, settings.index, coverage, foreground)
+
+
+def answer_question(
+    request: AskRequest,
+    live: LiveIndex,
+    assistant_for: Callable[[Index], Assistant],
+    out: TextIO,
+    err: TextIO,
+    *,
+    stream: bool = False,
+) -> VectorCoverage:
+    """Print the answer to `request` from `live` (here, or in a warm server for a client);
+    how many vectors it had. `stream` writes the draft to `out` as the model writes it."""
+    from codeqa.agent.prompts import QUESTION_CUT_NOTE
+    from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
+    from codeqa.retrieval.search.scope import PathScope
+    from codeqa.tui.cli.progress import VectorCoverage
+
+    with live.borrow() as index, _scoped(index, PathScope(request.paths)):
+        coverage = VectorCoverage(chunks=index.chunk_count, missing=live.vectors_missing())
+        assistant = assistant_for(index)
+        if coverage.missing and assistant.settings.search_mode is not SearchMode.BM25:
             print(
                 f"codeqa: {coverage.describe()}: answering with keyword search where vectors "
                 "are missing; results improve as they fill",
-                file=sys.stderr,
+                file=err,
             )
-        assistant = Assistant(index, agent)
-        stream = not args.json and sys.stdout.isatty() and agent.model is not None
         streamed: list[str] = []
 
         def on_token(token: str) -> None:
             streamed.append(token)
-            sys.stdout.write(token)
-            sys.stdout.flush()
+            out.write(token)
+            out.flush()
 
-        answer = assistant.ask(question, on_token=on_token if stream else None)
+        answer = assistant.ask(
+            request.question,
+            on_token=on_token if stream else None,
+            retriever=index,
+            remember=False,
+        )
         relevance = answer.relevance
         assert relevance is not None  # the assistant always judges its answer
-        if not relevance.relevant and not args.json:
+        if not relevance.relevant and not request.json:
             # Above the answer; a streamed answer is already out, so it comes after that.
-            print(("\n\n" if stream else "") + f"{ANSWER_NOT_RELEVANT}\n")
+            print(("\n\n" if stream else "") + f"{ANSWER_NOT_RELEVANT}\n", file=out)
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
-                print(f"codeqa: note: {note}", file=sys.stderr)
-        if args.json:
+                print(f"codeqa: note: {note}", file=err)
+        if request.json:
             reply = answer_to_json(answer) | {
                 # The answer a script shows says what the plain answer says above it.
                 "answer": answer.text
@@ -128,22 +189,35 @@ def run(args: argparse.Namespace) -> int:
                 "relevance": round(relevance.score, 4),
                 "vectors_filled": round(coverage.filled, 4),
             }
-            print(json.dumps(reply, indent=2))
-            sys.stdout.flush()  # the answer is out before the note on how vectors get filled
-            return _finish_vectors(index.repo_root, args, settings.index, coverage, False)
+            print(json.dumps(reply, indent=2), file=out)
+            out.flush()  # the answer is out before the note on how vectors get filled
+            return coverage
         if not stream:
-            print(answer.text)
+            print(answer.text, file=out)
         elif "".join(streamed).strip() != answer.text.strip():
             # The stream showed the raw draft; verification changed it, so show the checked one.
-            print("\n\n--- checked answer ---\n")
-            print(answer.text)
+            print("\n\n--- checked answer ---\n", file=out)
+            print(answer.text, file=out)
         else:
-            print()
-        if args.show_sources:
+            print(file=out)
+        if request.show_sources:
             for citation in answer.citations:
-                print(_source(index, citation))
-        sys.stdout.flush()
-    return _finish_vectors(index.repo_root, args, settings.index, coverage, sys.stdout.isatty())
+                print(_source(index, citation), file=out)
+        out.flush()
+    return coverage
+
+
+@contextmanager
+def _scoped(index: Index, scope: PathScope) -> Iterator[None]:
+    """`index` searched within `scope` (`--path`) for the block; as it was after."""
+    if scope.is_everything:
+        yield
+        return
+    previous, index.scope = index.scope, scope
+    try:
+        yield
+    finally:
+        index.scope = previous
 
 
 def _finish_vectors(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from codeqa.retrieval.errors import ConfigError
-from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH
+from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
@@ -26,6 +28,11 @@ from codeqa.tui.graph_text import (
     references_to_json,
     unresolved_hint,
 )
+from codeqa.tui.warm.client import print_reply, warm_reply
+from codeqa.tui.warm.protocol import GraphRequest
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.live import LiveIndex
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,29 +67,45 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--depth must be at least 1")
     repo = repository_from_args(args.repo, "looking up").root
     settings = settings_from_args(args, repo)
+    request = GraphRequest(
+        relation=args.graph_command,
+        target=args.target,
+        depth=getattr(args, "depth", DEFAULT_IMPACT_DEPTH),
+        json=args.json,
+    )
+    reply = warm_reply(repo, settings.index, request)
+    if reply is not None:
+        return print_reply(reply)
     live = fresh_index(repo, settings.index, load_model=False)
-    with live, live.borrow() as index:
+    with live:
+        return print_relations(request, live, sys.stdout)
+
+
+def print_relations(request: GraphRequest, live: LiveIndex, out: TextIO) -> int:
+    """Print what the graph of `live` knows of the target (here, or in a warm server)."""
+    with live.borrow() as index:
         graph = index.graph
-        if args.graph_command == "impact":
-            impact = graph.impact(args.target, args.depth)
-            if args.json:
-                print(json.dumps(impact_to_json(args.target, impact)))
+        if request.relation == "impact":
+            impact = graph.impact(request.target, request.depth)
+            if request.json:
+                print(json.dumps(impact_to_json(request.target, impact)), file=out)
             else:
-                print("\n".join(impact_lines(impact)))
+                print("\n".join(impact_lines(impact)), file=out)
             return 0
-        definitions = graph.definitions(args.target)
+        definitions = graph.definitions(request.target)
         unresolved = 0
-        if args.graph_command == "refs":
-            references = graph.references(args.target)
+        if request.relation == "refs":
+            references = graph.references(request.target)
         else:
-            references = graph.callers(args.target)
-            unresolved = len(graph.unresolved_calls(args.target))
-    if args.json:
-        print(json.dumps(references_to_json(args.target, definitions, references)))
+            references = graph.callers(request.target)
+            unresolved = len(graph.unresolved_calls(request.target))
+    if request.json:
+        print(json.dumps(references_to_json(request.target, definitions, references)), file=out)
         return 0
-    relation = "references" if args.graph_command == "refs" else "callers"
+    relation = "references" if request.relation == "refs" else "callers"
     lines = references_lines(definitions, references, relation)
     if unresolved:
-        lines.append(unresolved_hint(unresolved, args.target, f"`codeqa refs {args.target}`"))
-    print("\n".join(lines))
+        target = request.target
+        lines.append(unresolved_hint(unresolved, target, f"`codeqa refs {target}`"))
+    print("\n".join(lines), file=out)
     return 0

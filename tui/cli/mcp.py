@@ -114,10 +114,16 @@ def run(args: argparse.Namespace) -> int:
     # Opened once the server listens: `initialize` is answered without waiting for it.
     service = IndexService(repo, settings, open_now=False)
     stop_watching = None
+    warm = None
     if args.watch:
+        from codeqa.tui.warm.server import WarmServer
         from codeqa.tui.watching import start_watcher
 
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
+        # The watched index also answers the CLI (tui/warm/); an unwatched one would not
+        # be kept fresh between requests, so it does not.
+        warm = WarmServer(service.live)
+        warm.start()
     try:
         server = build_server(service)
         service.open_in_background()
@@ -128,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
             serve_http(server, access)
     finally:
+        if warm is not None:
+            warm.close()
         if stop_watching is not None:
             stop_watching.set()
         service.close()

@@ -10,18 +10,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import RepositoryHit, SearchHit, SearchMode
-from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
-from codeqa.retrieval.search.relevance import (
-    NOTHING_RELEVANT,
-    RELEVANCE_HITS,
-    Relevance,
-    assess_relevance,
-)
-from codeqa.retrieval.search.scope import PathScope
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
@@ -30,9 +22,14 @@ from codeqa.tui.cli.common import (
     repository_from_args,
     settings_from_args,
 )
+from codeqa.tui.warm.client import print_reply, warm_reply
+from codeqa.tui.warm.protocol import SearchRequest
 
 if TYPE_CHECKING:
     from codeqa.retrieval.index import Index
+    from codeqa.retrieval.live import LiveIndex
+    from codeqa.retrieval.search.relevance import Relevance
+    from codeqa.retrieval.search.scope import PathScope
 
 SNIPPET_LINES = 3
 
@@ -118,49 +115,79 @@ def run(args: argparse.Namespace) -> int:
         raise BadQueriesFile("--all-repos searches whole repositories; leave out --path")
     repo = repository_from_args(args.repo, "searching", limited=True)
     settings = settings_from_args(args, repo.root)
+    queries = read_queries(args.queries_file) if args.queries_file else []
     mode = SearchMode(args.mode)
+    if args.all_repos:
+        # In this process: a warm server holds one repository's index, and a search of the
+        # whole shared store needs none of it but the embedder.
+        live = fresh_index(repo.root, settings.index, load_model=mode is not SearchMode.BM25)
+        with live, live.borrow() as index:
+            return _search_repositories(index, queries if args.queries_file else None, args)
+    request = SearchRequest(
+        query=args.query or "",
+        mode=args.mode,
+        limit=args.limit,
+        json=args.json,
+        paths=tuple(args.path),
+        folder=repo.subpath,
+        query_ids=tuple(query_id for query_id, _question in queries),
+        queries=tuple(question for _query_id, question in queries),
+    )
+    reply = warm_reply(repo.root, settings.index, request)
+    if reply is not None:
+        return print_reply(reply)
     live = fresh_index(repo.root, settings.index, load_model=mode is not SearchMode.BM25)
-    with live, live.borrow() as index:
-        index.scope = PathScope(tuple(args.path), folder=repo.subpath)
-        missing = index.vectors_missing if mode is not SearchMode.BM25 else 0
+    with live:
+        return answer_search(request, live, sys.stdout, sys.stderr)
+
+
+def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: TextIO) -> int:
+    """Print the results of `request` from `live` (here, or in a warm server for a client)."""
+    # Imported here, not at the top: a command a warm server answers never needs them.
+    from codeqa.retrieval.search.relevance import NOTHING_RELEVANT
+    from codeqa.retrieval.search.scope import PathScope
+
+    mode = SearchMode(request.mode)
+    scope = PathScope(request.paths, folder=request.folder)
+    missing = live.vectors_missing() if mode is not SearchMode.BM25 else 0
+    with live.borrow() as index:
         if missing:
             print(
                 f"codeqa: note: {missing} of {index.chunk_count} chunks have no vector yet "
                 "(keyword search covers them); run `codeqa index` to finish embedding",
-                file=sys.stderr,
+                file=err,
             )
-        if args.all_repos:
-            queries = read_queries(args.queries_file) if args.queries_file else None
-            return _search_repositories(index, queries, args)
-        if args.queries_file:
-            for query_id, question in read_queries(args.queries_file):
-                hits, relevance = _searched(index, _capped(question, f"query {query_id}"), args)
+        if request.query_ids:
+            for query_id, question in zip(request.query_ids, request.queries, strict=True):
+                query = _capped(question, f"query {query_id}", err)
+                hits, relevance = _searched(index, query, request, scope)
                 results = [hit_to_json(h) for h in hits]
-                print(
-                    json.dumps({"id": query_id, **relevance_to_json(relevance), "results": results})
-                )
+                line = {"id": query_id, **relevance_to_json(relevance), "results": results}
+                print(json.dumps(line), file=out)
             return 0
-        hits, relevance = _searched(index, _capped(args.query, "the query"), args)
-    if args.json:
+        hits, relevance = _searched(index, _capped(request.query, "the query", err), request, scope)
+    if request.json:
         for hit in hits:
-            print(json.dumps(hit_to_json(hit) | relevance_to_json(relevance)))
+            print(json.dumps(hit_to_json(hit) | relevance_to_json(relevance)), file=out)
         return 0
     if not hits:
-        print("no results")
+        print("no results", file=out)
         return 0
     for hit in hits:
-        print(_format_hit(hit))
+        print(_format_hit(hit), file=out)
     if not relevance.relevant:  # after the hits: the first line is always the best hit
-        print(f"{NOTHING_RELEVANT}; these are only the closest matches.")
+        print(f"{NOTHING_RELEVANT}; these are only the closest matches.", file=out)
     return 0
 
 
 def _searched(
-    index: Index, query: str, args: argparse.Namespace
+    index: Index, query: str, request: SearchRequest, scope: PathScope
 ) -> tuple[list[SearchHit], Relevance]:
     """The top `--limit` hits, and whether the top RELEVANCE_HITS (what it was fitted on) answer."""
-    hits = index.search(query, SearchMode(args.mode), max(args.limit, RELEVANCE_HITS))
-    return hits[: args.limit], assess_relevance(query, hits, index.holds_word)
+    from codeqa.retrieval.search.relevance import RELEVANCE_HITS, assess_relevance
+
+    hits = index.search(query, SearchMode(request.mode), max(request.limit, RELEVANCE_HITS), scope)
+    return hits[: request.limit], assess_relevance(query, hits, index.holds_word)
 
 
 def _search_repositories(
@@ -170,12 +197,13 @@ def _search_repositories(
     mode = SearchMode(args.mode)
     if queries is not None:
         for query_id, question in queries:
-            query = _capped(question, f"query {query_id}")
+            query = _capped(question, f"query {query_id}", sys.stderr)
             found = index.search_repositories(query, mode, args.limit)
             results = [repository_hit_to_json(f) for f in found]
             print(json.dumps({"id": query_id, "results": results}))
         return 0
-    found = index.search_repositories(_capped(args.query, "the query"), mode, args.limit)
+    query = _capped(args.query, "the query", sys.stderr)
+    found = index.search_repositories(query, mode, args.limit)
     if args.json:
         for hit in found:
             print(json.dumps(repository_hit_to_json(hit)))
@@ -193,13 +221,15 @@ def _search_repositories(
     return 0
 
 
-def _capped(query: str, name: str) -> str:
+def _capped(query: str, name: str, err: TextIO) -> str:
     """The query as searched: a longer one is cut (it is still worth searching), with a notice."""
+    from codeqa.retrieval.search.query import MAX_QUERY_CHARS, cap_query
+
     if len(query) > MAX_QUERY_CHARS:
         print(
             f"codeqa: note: {name} is {len(query):,} characters; "
             f"searching its first {MAX_QUERY_CHARS:,}",
-            file=sys.stderr,
+            file=err,
         )
     return cap_query(query)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from codeqa.tui.cli.common import (
     REPO_HELP,
@@ -13,6 +15,10 @@ from codeqa.tui.cli.common import (
     repository_from_args,
     settings_from_args,
 )
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.live import LiveIndex
+    from codeqa.tui.warm.protocol import StatusRequest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,12 +38,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeqa.retrieval.live import LiveIndex
-    from codeqa.retrieval.status import status_text
+    from codeqa.tui.warm.client import print_reply, warm_reply
+    from codeqa.tui.warm.protocol import StatusRequest
 
     repo = repository_from_args(args.repo, "reporting on").root
     settings = settings_from_args(args, repo)
+    request = StatusRequest(json=args.json)
+    reply = warm_reply(repo, settings.index, request)
+    if reply is not None:
+        return print_reply(reply)
+    from codeqa.retrieval.live import LiveIndex
+
     with LiveIndex(repo, settings.index) as live:  # not opened: the status reads the disk
-        status = live.status()
-    print(json.dumps(asdict(status), indent=2) if args.json else status_text(status))
+        return print_status(request, live, sys.stdout)
+
+
+def print_status(request: StatusRequest, live: LiveIndex, out: TextIO) -> int:
+    """Print the status of `live`'s index, read from disk now (here, or in a warm server)."""
+    from codeqa.retrieval.status import status_text
+
+    status = live.status()
+    print(json.dumps(asdict(status), indent=2) if request.json else status_text(status), file=out)
     return 0

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -27,6 +28,7 @@ from codeqa.tui.cli.common import (
 if TYPE_CHECKING:
     from codeqa.retrieval.live import LiveEvent
     from codeqa.retrieval.records import IndexReport
+    from codeqa.tui.warm.server import WarmServer
 
 INTERRUPTED = 130
 
@@ -46,12 +48,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    return watch(args)
+
+
+def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
+    """Watch and refresh until Ctrl-C (or SIGTERM), serving the CLI warm meanwhile.
+
+    `idle_minutes` (`codeqa serve`): also stop after that long without a CLI request, and
+    exit 0, since nobody is using it.
+    """
     from codeqa.retrieval.config import index_dir_for
     from codeqa.retrieval.errors import CodeqaError
     from codeqa.retrieval.indexing import discover_options
     from codeqa.retrieval.live import LiveIndex, Refreshed
     from codeqa.tui.cli.progress import ProgressPrinter
     from codeqa.tui.memory import limit_malloc_arenas
+    from codeqa.tui.warm.server import WarmServer
     from codeqa.tui.watching import change_batches
 
     limit_malloc_arenas()  # before LanceDB starts its threads
@@ -85,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
         live.stop_filling_soon()
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
+    previous_term = signal.signal(signal.SIGTERM, on_interrupt)
+    server = WarmServer(live)
+    idle = threading.Event()
     try:
         printer = ProgressPrinter(quiet_scan=True)  # a first build of a large repository
         try:
@@ -94,6 +109,18 @@ def run(args: argparse.Namespace) -> int:
         if first is None:
             print(_BUSY, file=sys.stderr)
             said_watching.append(True)  # what later refreshes find is said as changes
+        served = server.start()
+        if idle_minutes is not None:
+            if served is None:
+                print(_NOT_SERVED, file=sys.stderr)
+                return 1
+            print(
+                f"codeqa: serving {root} to codeqa search|ask|status|refs|callers|impact at "
+                f"{served}; stops after {idle_minutes:g} min without a request",
+                file=sys.stderr,
+                flush=True,
+            )
+            _stop_when_idle(server, idle_minutes * 60, stop, idle, live.stop_filling_soon)
         batches = change_batches(
             root, index_dir_for(root, settings.index_dir), stop, discover_options(settings)
         )
@@ -107,10 +134,19 @@ def run(args: argparse.Namespace) -> int:
                 if report is None:
                     print(_BUSY, file=sys.stderr)
     finally:
+        server.close()
         live.close()
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+    if idle_minutes is None:
+        stopped = "codeqa: stopped watching"
+    elif idle.is_set():
+        stopped = f"codeqa: stopped serving: no request for {idle_minutes:g} min"
+    else:
+        stopped = "codeqa: stopped serving"
     print(
-        "codeqa: stopped watching; the index is consistent"
+        stopped
+        + "; the index is consistent"
         + (
             ""
             if live.vectors_complete
@@ -118,7 +154,26 @@ def run(args: argparse.Namespace) -> int:
         ),
         file=sys.stderr,
     )
-    return INTERRUPTED
+    return 0 if idle.is_set() else INTERRUPTED
+
+
+def _stop_when_idle(
+    server: WarmServer,
+    seconds: float,
+    stop: threading.Event,
+    idle: threading.Event,
+    stop_filling: Callable[[], None],
+) -> None:
+    """Set `stop` (and `idle`) once `server` has had no request for `seconds`."""
+
+    def wait() -> None:
+        while not stop.wait(min(seconds, 5.0)):
+            if time.monotonic() - server.last_request >= seconds:
+                idle.set()
+                stop.set()
+                stop_filling()
+
+    threading.Thread(target=wait, name="codeqa-idle", daemon=True).start()
 
 
 def _say_filling(event: LiveEvent) -> None:
@@ -140,6 +195,10 @@ def _line(text: str, stream: TextIO | None = None) -> None:
     out.flush()
 
 
+_NOT_SERVED = (
+    "codeqa: error: another codeqa process serves this index already, or the socket folder "
+    "is not private to you"
+)
 _BUSY = "codeqa: note: another codeqa process is updating this index; it is left to finish"
 
 

@@ -1,0 +1,313 @@
+"""A resident process serves the CLI warm: same output, its user only, its index only,
+and a dead, hung or foreign server costs the CLI nothing but a fall back to in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.live import LiveIndex
+from codeqa.tui.cli import main
+from codeqa.tui.settings import load_settings
+from codeqa.tui.warm import client, server
+from codeqa.tui.warm.protocol import (
+    PROTOCOL_VERSION,
+    SearchRequest,
+    StatusRequest,
+    decode_reply,
+    encode_request,
+    index_key,
+)
+from codeqa.tui.warm.server import WarmServer
+from conftest import JSON_FILES, JSON_PACKAGE
+
+pytestmark = pytest.mark.slow  # builds a real index (static embedder) once for the module
+
+NOBODY = 65534
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """(repository, index folder): a copy of the `json` package, indexed once."""
+    base = tmp_path_factory.mktemp("warm")
+    repo = base / "repo"
+    (repo / "json").mkdir(parents=True)
+    for name in JSON_FILES:
+        shutil.copy(JSON_PACKAGE / name, repo / "json" / name)
+    index_dir = base / "index"
+    assert (
+        main(["index", str(repo), "--index-dir", str(index_dir), "--embed-model", "wordllama"]) == 0
+    )
+    yield repo, index_dir
+
+
+@pytest.fixture(autouse=True)
+def private_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test's own runtime folder and user config, and no CODEQA_* from outside."""
+    # Short, as /run/user/UID is: a socket's path may not pass 108 bytes.
+    runtime = Path(tempfile.mkdtemp(prefix="cq-"))
+    os.chmod(runtime, 0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    for name in list(os.environ):
+        if name.startswith("CODEQA_"):
+            monkeypatch.delenv(name)
+    yield runtime
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _flags(index_dir: Path) -> list[str]:
+    return ["--index-dir", str(index_dir), "--embed-model", "wordllama"]
+
+
+@pytest.fixture
+def warm(indexed: tuple[Path, Path]) -> Iterator[WarmServer]:
+    """A server on the live index, as `codeqa serve` runs one."""
+    repo, index_dir = indexed
+    settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
+    live = LiveIndex(repo, settings.index, fill=True)
+    live.refresh()
+    served = WarmServer(live)
+    assert served.start() is not None
+    yield served
+    served.close()
+    live.close()
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    printed = capsys.readouterr()
+    return code, printed.out, printed.err
+
+
+def _in_process(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    with monkeypatch.context() as patch:
+        patch.setenv(client.NO_SERVER_ENV, "1")
+        return _run(argv, capsys)
+
+
+def _key(indexed: tuple[Path, Path]) -> str:
+    repo, index_dir = indexed
+    settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
+    return index_key(repo, settings.index)
+
+
+COMMANDS = [
+    ["search", "scanner for JSON tokens", "--limit", "3"],
+    ["search", "JSONDecodeError", "--json", "--mode", "bm25"],
+    ["search", "py_scanstring", "--path", "json/decoder.py"],
+    ["ask", "where are JSON strings scanned?"],
+    ["ask", "how are floats encoded?", "--show-sources"],
+    ["status"],
+    ["status", "--json"],
+    ["refs", "py_scanstring"],
+    ["callers", "JSONObject", "--json"],
+    ["impact", "json/scanner.py"],
+    ["callers", "no_such_function_anywhere"],  # an error: one line, exit 1, both ways
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda argv: " ".join(argv))
+def test_output_through_the_server_is_the_output_in_process(
+    command, indexed, warm, capsys, monkeypatch
+):
+    repo, index_dir = indexed
+    argv = [*command, "--repo", str(repo), *_flags(index_dir)]
+    before = warm.last_request
+    served = _run(argv, capsys)
+    assert warm.last_request > before  # the server answered it
+    assert served == _in_process(argv, capsys, monkeypatch)
+
+
+def test_an_offline_answer_as_json_is_the_same_but_for_its_timing(
+    indexed, warm, capsys, monkeypatch
+):
+    repo, index_dir = indexed
+    argv = ["ask", "where are JSON strings scanned?", "--json", "--repo", str(repo)]
+    argv += _flags(index_dir)
+    served = json.loads(_run(argv, capsys)[1])
+    here = json.loads(_in_process(argv, capsys, monkeypatch)[1])
+    assert served.pop("seconds") >= 0 and here.pop("seconds") >= 0
+    assert served == here
+
+
+def test_the_socket_is_0600_in_a_0700_folder_outside_the_repository(indexed, warm):
+    folder = warm.path.parent
+    assert stat.S_IMODE(os.lstat(warm.path).st_mode) == 0o600
+    assert stat.S_ISSOCK(os.lstat(warm.path).st_mode)
+    assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o700
+    assert not warm.path.is_relative_to(indexed[0])
+
+
+def test_a_closed_server_removes_its_socket(warm):
+    warm.close()
+    assert not warm.path.exists()
+
+
+def test_a_stale_socket_of_a_killed_server_falls_back_at_once(indexed, capsys, monkeypatch):
+    repo, index_dir = indexed
+    path = client.socket_path(_key(indexed))
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(path))  # bound, never listening: what a SIGKILLed server leaves
+    dead.close()
+    os.chmod(path, 0o600)
+    argv = ["search", "scanner", "--repo", str(repo), *_flags(index_dir)]
+    assert _run(argv, capsys) == _in_process(argv, capsys, monkeypatch)
+
+
+def test_a_new_server_replaces_a_stale_socket(indexed):
+    repo, index_dir = indexed
+    path = client.socket_path(_key(indexed))
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(path))
+    dead.close()
+    settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
+    with LiveIndex(repo, settings.index) as live:
+        live.open()
+        with WarmServer(live) as served:
+            assert served.start() == path
+
+
+def _listener(path: Path) -> socket.socket:
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(path))
+    os.chmod(path, 0o600)
+    listening.listen(4)
+    return listening
+
+
+def test_a_hung_server_falls_back_within_the_reply_timeout(indexed, capsys, monkeypatch):
+    """A server that accepts and never answers costs the reply timeout, then runs here."""
+    repo, index_dir = indexed
+    monkeypatch.setattr(client, "REPLY_TIMEOUT_SECONDS", 0.5)
+    hung = _listener(client.socket_path(_key(indexed)))
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(hung.accept()[0]), daemon=True).start()
+    argv = ["search", "scanner", "--repo", str(repo), *_flags(index_dir)]
+    started = time.monotonic()
+    result = _run(argv, capsys)
+    assert time.monotonic() - started < 60  # generous: it must not wait forever
+    assert held  # it did connect, and was never answered
+    assert result == _in_process(argv, capsys, monkeypatch)
+    hung.close()
+
+
+def test_a_socket_owned_by_another_user_is_never_connected_to(indexed, capsys, monkeypatch):
+    repo, index_dir = indexed
+    planted = _listener(client.socket_path(_key(indexed)))
+    os.chown(client.socket_path(_key(indexed)), NOBODY, NOBODY)
+    planted.settimeout(0.2)
+    argv = ["status", "--repo", str(repo), *_flags(index_dir)]
+    result = _run(argv, capsys)
+    with pytest.raises(TimeoutError):
+        planted.accept()  # no connection came
+    assert result == _in_process(argv, capsys, monkeypatch)
+    planted.close()
+
+
+def test_a_socket_folder_others_may_enter_is_not_used(indexed, warm, capsys, monkeypatch):
+    repo, index_dir = indexed
+    os.chmod(warm.path.parent, 0o755)
+    before = warm.last_request
+    _run(["status", "--repo", str(repo), *_flags(index_dir)], capsys)
+    assert warm.last_request == before
+
+
+def test_the_server_refuses_a_peer_of_another_user(indexed, warm, capsys, monkeypatch):
+    repo, index_dir = indexed
+    monkeypatch.setattr(server, "peer_uid", lambda connection: NOBODY)
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(str(warm.path))
+    connection.sendall(encode_request(warm.key, StatusRequest(json=True)))
+    reply = decode_reply(client.read_line(connection))
+    connection.close()
+    assert reply.error is not None and "own user" in reply.error
+    assert reply.stdout == ""
+    argv = ["status", "--repo", str(repo), *_flags(index_dir)]
+    assert _run(argv, capsys) == _in_process(argv, capsys, monkeypatch)  # fell back
+
+
+def test_the_server_answers_only_the_index_it_holds(indexed, warm, tmp_path, capsys):
+    request = SearchRequest("scanner", "hybrid", 3, False, (), "")
+    other = index_key(tmp_path, load_settings(None, {"store": "lancedb"}).index)
+    assert warm.answer(encode_request(other, request)).error is not None
+    assert warm.answer(encode_request(warm.key, request)).error is None
+    # Another index folder, or another embedding model, is another key: another socket.
+    repo, index_dir = indexed
+    before = warm.last_request
+    main(["search", "scanner", "--repo", str(repo), "--index-dir", str(index_dir)])
+    assert warm.last_request == before
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json",
+        b"[1, 2]",
+        json.dumps({"protocol": 99, "key": "k", "command": "status", "body": {}}).encode(),
+        json.dumps(
+            {"protocol": PROTOCOL_VERSION, "key": "k", "command": "rm", "body": {}}
+        ).encode(),
+        json.dumps(
+            {"protocol": PROTOCOL_VERSION, "key": "k", "command": "status", "body": {"json": 1}}
+        ).encode(),
+    ],
+)
+def test_a_bad_request_gets_an_error_and_the_server_goes_on(line, warm):
+    assert warm.answer(line).error is not None
+    assert warm.answer(encode_request(warm.key, StatusRequest(json=True))).error is None
+
+
+def test_a_bad_value_in_a_well_formed_request_is_refused_not_crashed(warm):
+    request = SearchRequest("scanner", "no-such-mode", 3, False, (), "")
+    assert warm.answer(encode_request(warm.key, request)).error is not None
+    assert warm.answer(encode_request(warm.key, StatusRequest(json=False))).error is None
+
+
+HEAVY = ("lancedb", "langgraph", "litellm", "textual", "tree_sitter", "pyarrow", "onnxruntime")
+
+
+def test_a_warm_command_loads_none_of_the_heavy_libraries(indexed, warm, private_runtime):
+    repo, index_dir = indexed
+    script = (
+        "import sys\n"
+        "from codeqa.tui.cli import main\n"
+        f"code = main({['search', 'scanner', '--repo', str(repo), *_flags(index_dir)]!r})\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), code)\n"
+    )
+    before = warm.last_request
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=os.environ.copy()
+    )
+    assert warm.last_request > before
+    assert done.stdout.splitlines()[-1] == "[] 0"
+
+
+def test_serve_stops_when_idle_and_removes_its_socket(indexed, private_runtime):
+    repo, index_dir = indexed
+    done = subprocess.run(
+        [sys.executable, "-m", "codeqa.tui", "serve", str(repo), *_flags(index_dir)]
+        + ["--idle-timeout", "0.05"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "stopped serving" in done.stderr
+    assert not client.socket_path(_key(indexed)).exists()
