@@ -47,6 +47,9 @@ class IndexSettings:
     vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir
     # How files are cut (chunker.CHUNK_STRATEGIES); "windows" exists for ablations.
     chunker: str = "three-tier"
+    # Processes that parse and chunk changed files: None for one per core when enough
+    # files changed (parsing.parallel_workers), 0 for this process alone.
+    parse_workers: int | None = None
 
 
 VECTOR_CACHE_NAME = "vectors.sqlite"

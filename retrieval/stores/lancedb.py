@@ -142,11 +142,17 @@ class LanceStore:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None,
+        keywords: Sequence[str] | None = None,
+    ) -> None:
         if not chunks:
             return
         unique, positions = unique_by_id(chunks)
-        rows = [chunk_to_row(chunk) for chunk in unique]
+        known = [None] * len(unique) if keywords is None else [keywords[p] for p in positions]
+        rows = [chunk_to_row(chunk, words) for chunk, words in zip(unique, known, strict=True)]
         if vectors is None:
             vector_array = pa.nulls(len(rows), type=self._vector_type())
         else:

@@ -51,9 +51,15 @@ class StoreHealth:
 class Store(Protocol):
     """Where chunks live and are searched: BM25, vector or both fused by RRF."""
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None,
+        keywords: Sequence[str] | None = None,
+    ) -> None:
         """Insert or replace chunks by chunk_id; with vectors None they are keyword-searchable
-        at once and get their vectors later through `set_vectors`."""
+        at once and get their vectors later through `set_vectors`. `keywords`: each chunk's
+        `keyword_text`, when the caller computed it already (in a parsing worker)."""
         ...
 
     def set_vectors(self, chunk_ids: Sequence[str], vectors: np.ndarray) -> None:
@@ -110,8 +116,8 @@ class Store(Protocol):
         ...
 
 
-def chunk_to_row(chunk: Chunk) -> dict[str, Any]:
-    """The stored fields of a chunk, without its vector."""
+def chunk_to_row(chunk: Chunk, keywords: str | None = None) -> dict[str, Any]:
+    """The stored fields of a chunk, without its vector; `keywords`: its keyword_text if known."""
     return {
         "chunk_id": chunk.chunk_id,
         "path": chunk.path,
@@ -123,7 +129,7 @@ def chunk_to_row(chunk: Chunk) -> dict[str, Any]:
         "signature": chunk.signature,
         "text": chunk.text,
         "header": chunk.header,
-        "keywords": keyword_text(chunk),
+        "keywords": keyword_text(chunk) if keywords is None else keywords,
         "content_hash": chunk.content_hash,
     }
 

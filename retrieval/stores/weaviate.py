@@ -227,16 +227,22 @@ class WeaviateStore:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None,
+        keywords: Sequence[str] | None = None,
+    ) -> None:
         if not chunks:
             return
         unique, positions = unique_by_id(chunks)
         checked = None
         if vectors is not None:
             checked = check_vectors(vectors, len(chunks), self.dim)[positions]
+        known = [None] * len(unique) if keywords is None else [keywords[p] for p in positions]
         rows = [
-            _properties(_analyzed_row(chunk_to_row(chunk)), has_vector=checked is not None)
-            for chunk in unique
+            _properties(_analyzed_row(chunk_to_row(chunk, words)), has_vector=checked is not None)
+            for chunk, words in zip(unique, known, strict=True)
         ]
         self._write(rows, checked)
 
