@@ -6,11 +6,13 @@ Building and updating it is `indexing.py`'s job.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 from codeqa.retrieval.config import (
     IndexSettings,
     index_dir_for,
@@ -19,6 +21,7 @@ from codeqa.retrieval.config import (
 from codeqa.retrieval.discovery.walk import read_repo_file
 from codeqa.retrieval.embedders.registry import (
     Embedder,
+    embedding_text,
     load_embedder,
 )
 from codeqa.retrieval.embedders.vector_cache import VectorCache
@@ -58,7 +61,7 @@ from codeqa.retrieval.search.rerank import (
     rerank,
 )
 from codeqa.retrieval.search.scope import PathScope
-from codeqa.retrieval.stores.protocol import QueryVector, symbol_match_rank
+from codeqa.retrieval.stores.protocol import QueryTimeVectors, QueryVector, symbol_match_rank
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +156,19 @@ class Index:
         depth = max(limit, tuning.min_candidates)
         if not scope.is_everything:
             depth *= tuning.scoped_candidates_factor
-        hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
+        missing = None
+        if mode is SearchMode.HYBRID and tuning.query_time_vectors:
+            missing = QueryTimeVectors(self._embed_chunks, tuning.query_time_vectors)
+        keywords = keyword_query_text(query, tuning)
+        hits = self._store.search(keywords, vector, mode, depth, missing)
         hits = [hit for hit in hits if scope.admits(hit.chunk.path, hit.chunk.language)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
         evidence = self._graph_evidence(hits, analysis.symbols, tuning)
         return rerank(hits, analysis, mentioned, tuning, limit, evidence)
+
+    def _embed_chunks(self, chunks: Sequence[Chunk]) -> np.ndarray:
+        """Vectors of chunks not filled yet, embedded as the indexer would embed them."""
+        return self.embedder.embed([embedding_text(chunk) for chunk in chunks])
 
     def _graph_evidence(
         self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning

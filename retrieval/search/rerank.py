@@ -45,6 +45,10 @@ class RankingTuning:
     # were cut at another depth and "How does axios merge configs?" had another top hit
     # at --limit 10 than at 20.
     min_candidates: int = 50
+    # While vectors are missing (a first answer, minutes before the fill ends), a hybrid
+    # search embeds this many of the best BM25 candidates that have no vector, so that its
+    # vector leg still ranks them (stores.protocol.QueryTimeVectors); 0 turns it off.
+    query_time_vectors: int = 20
     # With a path scope, this many times more candidates are read, since most may be outside.
     scoped_candidates_factor: int = 10
     # Rank-to-score constant, as in RRF: rank r scores (rank_k + 1) / (rank_k + r), so rank

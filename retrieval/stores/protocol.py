@@ -35,6 +35,20 @@ def resolve_query_vector(query_vector: QueryVector) -> np.ndarray | None:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryTimeVectors:
+    """How a hybrid search ranks keyword candidates that have no vector yet.
+
+    While vectors are being filled (a new repository's first minutes) the vector leg knows
+    only the chunks filled so far. The best `limit` BM25 candidates without a vector are
+    then embedded for this query (`embed`: chunks to vectors) and ranked by the vector leg
+    beside the stored ones, so the one fusion sees both legs for them.
+    """
+
+    embed: Callable[[Sequence[Chunk]], np.ndarray]
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class StoreHealth:
     """What `codeqa index --check` needs from a store, read in one pass."""
 
@@ -83,11 +97,18 @@ class Store(Protocol):
         ...
 
     def search(
-        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
+        self,
+        query: str,
+        query_vector: QueryVector,
+        mode: SearchMode,
+        limit: int,
+        missing_vectors: QueryTimeVectors | None = None,
     ) -> list[SearchHit]:
         """Best chunks first; hybrid without a query vector degrades to BM25.
 
-        A BM25 search never computes a `query_vector` given as a function.
+        A BM25 search never computes a `query_vector` given as a function. A hybrid
+        search embeds keyword candidates without a vector as `missing_vectors` says, where
+        the backend runs its own legs (LanceDB; Weaviate fuses on its server).
         """
         ...
 

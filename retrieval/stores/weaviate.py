@@ -39,6 +39,7 @@ from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
+    QueryTimeVectors,
     QueryVector,
     StoreHealth,
     check_vectors,
@@ -290,8 +291,15 @@ class WeaviateStore:
     # ---- reads --------------------------------------------------------------------------
 
     def search(
-        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
+        self,
+        query: str,
+        query_vector: QueryVector,
+        mode: SearchMode,
+        limit: int,
+        missing_vectors: QueryTimeVectors | None = None,
     ) -> list[SearchHit]:
+        # `missing_vectors` is not used: Weaviate fuses its legs on the server, which ranks
+        # only the vectors it holds.
         if limit <= 0:
             return []
         keywords = analyzed(keyword_query(query))
