@@ -110,7 +110,10 @@ def test_an_index_without_vectors_answers_hybrid_with_query_time_vectors(
         embed = index.embedder.embed
         index.embedder.embed = lambda texts: embedded.append(len(texts)) or embed(texts)  # type: ignore[method-assign]
         hybrid = [hit.chunk.location for hit in index.search(question, SearchMode.HYBRID, 10)]
+        index.search(question, SearchMode.HYBRID, 10)  # again: only the question is embedded
 
     assert without == bm25  # today's first answer: keywords alone
-    assert sorted(embedded) == [1, 20]  # the question, and the bound of its candidates
+    # The question, the bound of its candidates; then the question alone, the candidates'
+    # vectors being kept by the open index.
+    assert embedded == [1, 20, 1]
     assert hybrid != without  # the vector leg now ranks the keyword candidates too

@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         coverage = VectorCoverage(chunks=index.chunk_count, missing=index.vectors_missing)
         if coverage.missing and agent.search_mode is not SearchMode.BM25:
             print(
-                f"codeqa: {coverage.describe()}: answering with keyword search where vectors "
-                "are missing; results improve as they fill",
+                f"codeqa: {coverage.describe()}: the best keyword matches without a vector are "
+                "embedded for this question; results improve as the vectors fill",
                 file=sys.stderr,
             )
         assistant = Assistant(index, agent)
