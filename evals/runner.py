@@ -95,6 +95,12 @@ class EvalOptions:
     # What every model call (the agent's and the judge's) starts from: the server's URL,
     # its context window and the request timeout; `model` and `judge_model` replace its model.
     llm: AgentSettings = field(default_factory=AgentSettings)
+    # False: the indexes are used as a first answer finds them, keyword-only (no vector
+    # filled before the questions); an index that holds vectors is refused.
+    fill_vectors: bool = True
+    # Keyword candidates a hybrid search embeds when they lack a vector (None: the default
+    # of RankingTuning).
+    query_time_vectors: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,10 +283,17 @@ def _opened_index(
         repo,
         settings,
         observe.index_progress,
-        embed=any(mode is not SearchMode.BM25 for mode in options.modes),
+        embed=options.fill_vectors and any(mode is not SearchMode.BM25 for mode in options.modes),
     )
     index = open_index(repo, settings)
     try:
+        if not options.fill_vectors and index.vectors_missing < index.chunk_count:
+            raise CodeqaError(
+                f"the index at {index.directory} holds vectors; scoring without them needs "
+                "an --index-root of indexes built keyword-only (with an empty vector cache)"
+            )
+        if options.query_time_vectors is not None:
+            index.ranking = replace(index.ranking, query_time_vectors=options.query_time_vectors)
         observe.corpus_indexed(
             CorpusIndexed(
                 corpus,

@@ -6,11 +6,13 @@ Building and updating it is `indexing.py`'s job.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 from codeqa.retrieval.config import (
     IndexSettings,
     index_dir_for,
@@ -19,6 +21,7 @@ from codeqa.retrieval.config import (
 from codeqa.retrieval.discovery.walk import read_repo_file
 from codeqa.retrieval.embedders.registry import (
     Embedder,
+    embedding_text,
     load_embedder,
 )
 from codeqa.retrieval.embedders.vector_cache import VectorCache
@@ -63,7 +66,16 @@ from codeqa.retrieval.search.rerank import (
     rerank,
 )
 from codeqa.retrieval.search.scope import PathScope
-from codeqa.retrieval.stores.protocol import QueryVector, SharedStore, symbol_match_rank
+from codeqa.retrieval.stores.protocol import (
+    QueryTimeVectors,
+    QueryVector,
+    SharedStore,
+    symbol_match_rank,
+)
+
+# Vectors embedded at query time (while the fill has not reached their chunks) kept per
+# open index: 384 floats each, ~6 MB at this many.
+QUERY_TIME_VECTORS_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +125,7 @@ class Index:
         self._paths: PathResolver | None = None
         self._graph: Graph | None = None
         self._learned: LearnedRanker | None = None
+        self._query_time_vectors: dict[str, np.ndarray] = {}  # by content hash
 
     @property
     def embedder(self) -> Embedder:
@@ -178,7 +191,11 @@ class Index:
         depth = max(limit, tuning.min_candidates)
         if not scope.is_everything:
             depth *= tuning.scoped_candidates_factor
-        hits = self._store.search(keyword_query_text(query, tuning), vector, mode, depth)
+        missing = None
+        if mode is SearchMode.HYBRID and tuning.query_time_vectors:
+            missing = QueryTimeVectors(self._embed_chunks, tuning.query_time_vectors)
+        keywords = keyword_query_text(query, tuning)
+        hits = self._store.search(keywords, vector, mode, depth, missing)
         hits = [hit for hit in hits if scope.admits(hit.chunk.path, hit.chunk.language)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
         evidence = self._graph_evidence(hits, analysis.symbols, tuning)
@@ -223,6 +240,26 @@ class Index:
         """Whether any chunk holds `word` as a keyword (its text, path or symbol)."""
         keywords = keyword_query(word)
         return bool(keywords) and bool(self._store.search(keywords, None, SearchMode.BM25, 1))
+
+    def _embed_chunks(self, chunks: Sequence[Chunk]) -> np.ndarray:
+        """Vectors of chunks not filled yet, embedded as the indexer would embed them.
+
+        Kept for this index's life: an answer's searches (the question, its key phrase)
+        share most candidates, and each costs ~27 ms a chunk on 2 AVX2 cores.
+        """
+        known = self._query_time_vectors
+        hashes = [chunk.content_hash for chunk in chunks]
+        found = {digest: known[digest] for digest in hashes if digest in known}
+        wanted = [
+            chunk for chunk, digest in zip(chunks, hashes, strict=True) if digest not in found
+        ]
+        if wanted:
+            fresh = self.embedder.embed([embedding_text(chunk) for chunk in wanted])
+            found.update(zip((chunk.content_hash for chunk in wanted), fresh, strict=True))
+            if len(known) + len(wanted) > QUERY_TIME_VECTORS_KEPT:
+                known.clear()
+            known.update(found)
+        return np.stack([found[digest] for digest in hashes])
 
     def _graph_evidence(
         self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning

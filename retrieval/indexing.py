@@ -12,6 +12,7 @@ an index (search, reads) is `index.py`'s job.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import shutil
 import threading
 import time
@@ -23,8 +24,7 @@ from pathlib import Path
 from typing import IO
 
 import numpy as np
-from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits, chunk_file
-from codeqa.retrieval.chunking.grammars import SyntaxTrees
+from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits
 from codeqa.retrieval.config import (
     CHUNKS_PER_EMBED_BATCH,
     CHUNKS_PER_STORE_WRITE,
@@ -55,11 +55,10 @@ from codeqa.retrieval.errors import (
     cannot_write,
 )
 from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, refresh_graph
-from codeqa.retrieval.graph.extract import extract
 from codeqa.retrieval.graph.records import FileGraph
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
+from codeqa.retrieval.parsing import parallel_workers, parsed_files
 from codeqa.retrieval.records import (
-    Chunk,
     IndexReport,
     ProgressCallback,
     ProgressEvent,
@@ -248,7 +247,9 @@ def build_index(
             )
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
         stamps_before = dict(manifest.stamps)
+        began = time.perf_counter()
         changed, seen = _scan(root, settings, manifest, report, notify)
+        report.seconds_scan = time.perf_counter() - began
         removed = sorted(set(manifest.files) - seen)
         added = [file.sha256 for file in changed if file.path not in manifest.files]
         report.files_added = len(added)
@@ -299,12 +300,15 @@ def build_index(
                     cancel,
                     limits,
                     replace_all=resuming,
+                    workers=settings.parse_workers,
                 )
                 _refresh_graph(directory, root, settings, manifest, graphs, report)
                 report.seconds_to_searchable = time.perf_counter() - started
                 if embed:
                     fill_vectors(store, cache, embedder, notify, cancel, report)
+                began = time.perf_counter()
                 _settle_indexes(store, report)
+                report.seconds_keyword_index = time.perf_counter() - began
                 report.vectors_pending = len(store.ids_missing_vectors())
                 report.chunks_total = store.count()
                 if report.vectors_pending == 0:
@@ -486,6 +490,7 @@ def _store_chunks(
     limits: ChunkLimits | None = None,
     *,
     replace_all: bool = False,
+    workers: int | None = None,
 ) -> list[FileGraph]:
     """Replace the chunks of changed files, a batch at a time, checkpointing the manifest.
 
@@ -494,38 +499,53 @@ def _store_chunks(
     `replace_all` (resuming such a run) chunks of unlisted files are deleted too: the
     run that stopped may have stored some before it was killed. Returns the files' graph
     facts, read from the trees their chunks were cut from: each file is parsed once.
+    Files are parsed in `workers` processes (None: one per core when enough files changed;
+    0: in this one) while the batches before them are stored.
     """
     done = 0
     graphs: list[FileGraph] = []
-    for start in range(0, len(changed), FILES_PER_BATCH):
-        _raise_if_cancelled(cancel)
-        batch = changed[start : start + FILES_PER_BATCH]
-        chunks: list[Chunk] = []
-        for file in batch:
-            trees = SyntaxTrees(file.text)
-            chunks.extend(chunk_file(file, limits, trees))
-            started = time.perf_counter()
-            graphs.append(extract(file, trees))
-            report.seconds_graph += time.perf_counter() - started
-        stale = [file.path for file in batch if replace_all or file.path in manifest.files]
-        if stale:
-            store.delete_paths(stale)
-        cached = cache.get_many([chunk.content_hash for chunk in chunks]) if chunks else {}
-        with_vectors = [chunk for chunk in chunks if chunk.content_hash in cached]
-        without_vectors = [chunk for chunk in chunks if chunk.content_hash not in cached]
-        if with_vectors:
-            vectors = np.stack([cached[chunk.content_hash] for chunk in with_vectors])
-            store.upsert(with_vectors, vectors)
-            report.vectors_from_cache += len(with_vectors)
-        if without_vectors:
-            store.upsert(without_vectors, None)
-        report.chunks_added += len(chunks)
-        for file in batch:
-            manifest.files[file.path] = file.sha256
-            _record_stamp(manifest, file)
-        manifest.save(directory)
-        done += len(batch)
-        notify(ProgressEvent("chunk", done, len(changed), f"{report.chunks_added} chunks"))
+    if workers is None:
+        workers = parallel_workers(len(changed))
+    report.parse_workers = workers
+    with parsed_files(changed, limits, workers) as parsed:
+        for start in range(0, len(changed), FILES_PER_BATCH):
+            _raise_if_cancelled(cancel)
+            batch = changed[start : start + FILES_PER_BATCH]
+            began = time.perf_counter()
+            results = list(itertools.islice(parsed, len(batch)))
+            report.seconds_parsing += time.perf_counter() - began
+            began = time.perf_counter()
+            chunks = [chunk for result in results for chunk in result.chunks]
+            keywords = [words for result in results for words in result.keywords]
+            graphs.extend(result.graph for result in results)
+            report.seconds_graph += sum(result.seconds_graph for result in results)
+            stale = [file.path for file in batch if replace_all or file.path in manifest.files]
+            if stale:
+                store.delete_paths(stale)
+            hashes = [chunk.content_hash for chunk in chunks]
+            cached = cache.get_many(hashes) if chunks else {}
+            with_vectors = [i for i, digest in enumerate(hashes) if digest in cached]
+            without_vectors = [i for i, digest in enumerate(hashes) if digest not in cached]
+            if with_vectors:
+                vectors = np.stack([cached[hashes[i]] for i in with_vectors])
+                store.upsert(
+                    [chunks[i] for i in with_vectors], vectors, [keywords[i] for i in with_vectors]
+                )
+                report.vectors_from_cache += len(with_vectors)
+            if without_vectors:
+                store.upsert(
+                    [chunks[i] for i in without_vectors],
+                    None,
+                    [keywords[i] for i in without_vectors],
+                )
+            report.chunks_added += len(chunks)
+            for file in batch:
+                manifest.files[file.path] = file.sha256
+                _record_stamp(manifest, file)
+            manifest.save(directory)
+            report.seconds_storing += time.perf_counter() - began
+            done += len(batch)
+            notify(ProgressEvent("chunk", done, len(changed), f"{report.chunks_added} chunks"))
     return graphs
 
 

@@ -214,8 +214,18 @@ class IndexReport:
     vectors_from_cache: int = 0
     vectors_pending: int = 0
     seconds_to_searchable: float = 0.0
-    # Part of seconds_to_searchable: reading the code graph's facts and refreshing it.
+    # Parts of seconds_to_searchable: the walk; waiting for files to be parsed and chunked
+    # (their graph facts and keyword text read on the way); writing their chunks to the
+    # store.
+    seconds_scan: float = 0.0
+    seconds_parsing: float = 0.0
+    seconds_storing: float = 0.0
+    # Reading the code graph's facts (summed over the processes that parsed) and writing it.
     seconds_graph: float = 0.0
+    parse_workers: int = 0  # processes that parsed the files (0: this one)
+    # After the vectors (if embedded in the run): rebuilding the full-text index over
+    # exactly the stored rows (indexing._settle_indexes).
+    seconds_keyword_index: float = 0.0
     graph_files_read: int = 0
     seconds_total: float = 0.0
     embedder_name: str = ""

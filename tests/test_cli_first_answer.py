@@ -30,7 +30,7 @@ def test_ask_answers_before_any_vector_is_filled_and_says_so(small_repo, index_d
     assert reply["vectors_filled"] == 0.0
     assert reply["citations"][0]["path"] == "json/scanner.py"
     assert "codeqa: vectors 0% filled (0 of " in captured.err
-    assert "answering with keyword search where vectors are missing" in captured.err
+    assert "the best keyword matches without a vector are embedded" in captured.err
 
 
 def test_piped_ask_leaves_vectors_pending_and_codeqa_index_fills_them(

@@ -51,6 +51,15 @@ class RankingTuning:
     # were cut at another depth and "How does axios merge configs?" had another top hit
     # at --limit 10 than at 20.
     min_candidates: int = 50
+    # While vectors are missing (a first answer, minutes before the fill ends), a hybrid
+    # search embeds this many of the best BM25 candidates that have no vector, so that its
+    # vector leg still ranks them (stores.protocol.QueryTimeVectors); 0 turns it off. 50 is
+    # the whole BM25 leg (LanceTuning.hybrid_depth). At 0% filled, hybrid file@1 / file@5 /
+    # line@10 in questions, against every vector filled: sweqa-dev (89 / 89 / 85 with gold)
+    # 0: 68/85/73, 20: 71/85/73, 50: 73/85/74, filled 74/88/78; swebench-loc-dev (152)
+    # 0: 86/126/100, 20: 94/128/103, 50: 96/130/107, filled 98/132/108. Each chunk costs
+    # ~27 ms to embed on 2 AVX2 cores; an answer's searches share them (Index).
+    query_time_vectors: int = 50
     # With a path scope, this many times more candidates are read, since most may be outside.
     scoped_candidates_factor: int = 10
     # Rank-to-score constant, as in RRF: rank r scores (rank_k + 1) / (rank_k + r), so rank

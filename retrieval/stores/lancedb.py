@@ -40,6 +40,7 @@ from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
+    QueryTimeVectors,
     QueryVector,
     StoreHealth,
     check_vectors,
@@ -104,6 +105,7 @@ class _Leg:
     row_ids: list[int]
     scores: list[float]  # BM25 scores, or vector distances
     chunks: dict[int, Chunk]
+    without_vector: frozenset[int] = frozenset()  # of row_ids, when the leg was asked
 
 
 class LanceStore:
@@ -139,11 +141,17 @@ class LanceStore:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None,
+        keywords: Sequence[str] | None = None,
+    ) -> None:
         if not chunks:
             return
         unique, positions = unique_by_id(chunks)
-        rows = [chunk_to_row(chunk) for chunk in unique]
+        known = [None] * len(unique) if keywords is None else [keywords[p] for p in positions]
+        rows = [chunk_to_row(chunk, words) for chunk, words in zip(unique, known, strict=True)]
         if vectors is None:
             vector_array = pa.nulls(len(rows), type=self._vector_type())
         else:
@@ -220,7 +228,12 @@ class LanceStore:
     # ---- reads --------------------------------------------------------------------------
 
     def search(
-        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
+        self,
+        query: str,
+        query_vector: QueryVector,
+        mode: SearchMode,
+        limit: int,
+        missing_vectors: QueryTimeVectors | None = None,
     ) -> list[SearchHit]:
         if limit <= 0:
             return []
@@ -232,7 +245,8 @@ class LanceStore:
             # Started first: LanceDB runs it (outside the GIL) while the caller embeds the
             # query, if the vector comes as a function, and while the vector leg runs.
             depth = max(limit, self.tuning.hybrid_depth)
-            pending_bm25 = self._legs.submit(self._bm25_leg, keywords, depth)
+            with_flags = missing_vectors is not None and missing_vectors.limit > 0
+            pending_bm25 = self._legs.submit(self._bm25_leg, keywords, depth, with_flags)
         given = resolve_query_vector(query_vector)
         vector = None if given is None else self._query_vector(given)
         mode = effective_mode(mode, keywords, vector)
@@ -241,7 +255,7 @@ class LanceStore:
         if mode is SearchMode.VECTOR:
             return self._vector(vector, limit) if vector is not None else []
         # Hybrid: effective_mode leaves it only with keywords (so a BM25 leg) and a vector.
-        return self._hybrid(pending_bm25, vector, limit)  # type: ignore[arg-type]
+        return self._hybrid(pending_bm25, vector, limit, missing_vectors)  # type: ignore[arg-type]
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
         rows = self._scan(f"path = {_sql_literal(path)}", list(CHUNK_COLUMNS))
@@ -300,7 +314,11 @@ class LanceStore:
         ]
 
     def _hybrid(
-        self, pending_bm25: Future[_Leg], vector: np.ndarray, limit: int
+        self,
+        pending_bm25: Future[_Leg],
+        vector: np.ndarray,
+        limit: int,
+        missing_vectors: QueryTimeVectors | None = None,
     ) -> list[SearchHit]:
         """Both legs as in their own modes, `hybrid_depth` deep, fused by reciprocal rank.
 
@@ -312,6 +330,8 @@ class LanceStore:
         depth = max(limit, self.tuning.hybrid_depth)
         vector_leg = self._vector_leg(vector, depth)
         bm25 = pending_bm25.result()
+        if missing_vectors is not None and bm25.without_vector:
+            vector_leg = _with_query_time_vectors(vector_leg, bm25, vector, missing_vectors, depth)
         chunks = {**vector_leg.chunks, **bm25.chunks}
         # LanceDB's order of the lists: vector results first (it matters for ties).
         fused = fuse_by_reciprocal_rank(
@@ -319,12 +339,15 @@ class LanceStore:
         )
         return [SearchHit(chunks[row], score) for row, score in fused[:limit]]
 
-    def _bm25_leg(self, keywords: str, limit: int) -> _Leg:
+    def _bm25_leg(self, keywords: str, limit: int, vector_flags: bool = False) -> _Leg:
+        """The best `limit` rows by BM25; with `vector_flags`, which of them lack a vector."""
         if not self._has_fts_index:
             return _Leg([], [], {})
+        flags = {"has_vector": f"{VECTOR_COLUMN} IS NOT NULL"} if vector_flags else {}
+        columns = {name: name for name in [*CHUNK_COLUMNS, "_score"]} | flags
         table = (
             self._table.search(keywords, query_type="fts", fts_columns=KEYWORD_COLUMN)
-            .select([*CHUNK_COLUMNS, "_score"])
+            .select(columns)
             .with_row_id(True)
             .limit(limit + self.tuning.tie_margin)
             .to_arrow()
@@ -477,11 +500,31 @@ def _leg(table: pa.Table, score_column: str, limit: int, *, higher_is_better: bo
     sign = -1.0 if higher_is_better else 1.0
     order = sorted(range(len(rows)), key=lambda i: (sign * scores[i], chunks[i].chunk_id))
     order = order[:limit]
+    flags = table["has_vector"].to_pylist() if "has_vector" in table.column_names else None
     return _Leg(
         [rows[i] for i in order],
         [scores[i] for i in order],
         {rows[i]: chunks[i] for i in order},
+        frozenset(rows[i] for i in order if flags is not None and not flags[i]),
     )
+
+
+def _with_query_time_vectors(
+    vector_leg: _Leg, bm25: _Leg, query: np.ndarray, missing: QueryTimeVectors, limit: int
+) -> _Leg:
+    """The vector leg with the best `missing.limit` BM25 candidates that have no vector
+    embedded now and ranked among the stored ones by the same dot distance (1 - cosine)."""
+    rows = [row for row in bm25.row_ids if row in bm25.without_vector][: missing.limit]
+    if not rows:
+        return vector_leg
+    vectors = l2_normalised(np.asarray(missing.embed([bm25.chunks[row] for row in rows])))
+    distances = (1.0 - vectors.astype(np.float32) @ query.astype(np.float32)).tolist()
+    chunks = {**vector_leg.chunks, **{row: bm25.chunks[row] for row in rows}}
+    scored = list(zip(vector_leg.row_ids, vector_leg.scores, strict=True))
+    scored += list(zip(rows, distances, strict=True))
+    scored.sort(key=lambda pair: (pair[1], chunks[pair[0]].chunk_id))
+    kept = scored[:limit]
+    return _Leg([row for row, _ in kept], [score for _, score in kept], chunks)
 
 
 def _sql_literal(value: str) -> str:

@@ -35,6 +35,20 @@ def resolve_query_vector(query_vector: QueryVector) -> np.ndarray | None:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryTimeVectors:
+    """How a hybrid search ranks keyword candidates that have no vector yet.
+
+    While vectors are being filled (a new repository's first minutes) the vector leg knows
+    only the chunks filled so far. The best `limit` BM25 candidates without a vector are
+    then embedded for this query (`embed`: chunks to vectors) and ranked by the vector leg
+    beside the stored ones, so the one fusion sees both legs for them.
+    """
+
+    embed: Callable[[Sequence[Chunk]], np.ndarray]
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class StoreHealth:
     """What `codeqa index --check` needs from a store, read in one pass."""
 
@@ -51,9 +65,15 @@ class StoreHealth:
 class Store(Protocol):
     """Where chunks live and are searched: BM25, vector or both fused by RRF."""
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None,
+        keywords: Sequence[str] | None = None,
+    ) -> None:
         """Insert or replace chunks by chunk_id; with vectors None they are keyword-searchable
-        at once and get their vectors later through `set_vectors`."""
+        at once and get their vectors later through `set_vectors`. `keywords`: each chunk's
+        `keyword_text`, when the caller computed it already (in a parsing worker)."""
         ...
 
     def set_vectors(self, chunk_ids: Sequence[str], vectors: np.ndarray) -> None:
@@ -77,11 +97,18 @@ class Store(Protocol):
         ...
 
     def search(
-        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
+        self,
+        query: str,
+        query_vector: QueryVector,
+        mode: SearchMode,
+        limit: int,
+        missing_vectors: QueryTimeVectors | None = None,
     ) -> list[SearchHit]:
         """Best chunks first; hybrid without a query vector degrades to BM25.
 
-        A BM25 search never computes a `query_vector` given as a function.
+        A BM25 search never computes a `query_vector` given as a function. A hybrid
+        search embeds keyword candidates without a vector as `missing_vectors` says, where
+        the backend runs its own legs (LanceDB; Weaviate fuses on its server).
         """
         ...
 
@@ -121,8 +148,8 @@ class SharedStore(Protocol):
         ...
 
 
-def chunk_to_row(chunk: Chunk) -> dict[str, Any]:
-    """The stored fields of a chunk, without its vector."""
+def chunk_to_row(chunk: Chunk, keywords: str | None = None) -> dict[str, Any]:
+    """The stored fields of a chunk, without its vector; `keywords`: its keyword_text if known."""
     return {
         "chunk_id": chunk.chunk_id,
         "path": chunk.path,
@@ -134,7 +161,7 @@ def chunk_to_row(chunk: Chunk) -> dict[str, Any]:
         "signature": chunk.signature,
         "text": chunk.text,
         "header": chunk.header,
-        "keywords": keyword_text(chunk),
+        "keywords": keyword_text(chunk) if keywords is None else keywords,
         "content_hash": chunk.content_hash,
     }
 

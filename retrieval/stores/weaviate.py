@@ -56,6 +56,7 @@ from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
+    QueryTimeVectors,
     QueryVector,
     StoreHealth,
     check_vectors,
@@ -275,16 +276,22 @@ class WeaviateStore:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray | None) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None,
+        keywords: Sequence[str] | None = None,
+    ) -> None:
         if not chunks:
             return
         unique, positions = unique_by_id(chunks)
         checked = None
         if vectors is not None:
             checked = check_vectors(vectors, len(chunks), self.dim)[positions]
+        known = [None] * len(unique) if keywords is None else [keywords[p] for p in positions]
         rows = [
-            _properties(_analyzed_row(chunk_to_row(chunk)), has_vector=checked is not None)
-            for chunk in unique
+            _properties(_analyzed_row(chunk_to_row(chunk, words)), has_vector=checked is not None)
+            for chunk, words in zip(unique, known, strict=True)
         ]
         self._write(rows, checked)
 
@@ -332,8 +339,15 @@ class WeaviateStore:
     # ---- reads --------------------------------------------------------------------------
 
     def search(
-        self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
+        self,
+        query: str,
+        query_vector: QueryVector,
+        mode: SearchMode,
+        limit: int,
+        missing_vectors: QueryTimeVectors | None = None,
     ) -> list[SearchHit]:
+        # `missing_vectors` is not used: Weaviate fuses its legs on the server, which ranks
+        # only the vectors it holds.
         if limit <= 0:
             return []
         keywords, vector, mode = self._prepared(query, query_vector, mode)

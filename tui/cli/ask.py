@@ -154,8 +154,8 @@ def answer_question(
         assistant = assistant_for(index)
         if coverage.missing and assistant.settings.search_mode is not SearchMode.BM25:
             print(
-                f"codeqa: {coverage.describe()}: answering with keyword search where vectors "
-                "are missing; results improve as they fill",
+                f"codeqa: {coverage.describe()}: the best keyword matches without a vector are "
+                "embedded for this question; results improve as the vectors fill",
                 file=err,
             )
         streamed: list[str] = []

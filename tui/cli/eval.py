@@ -91,6 +91,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="keep each corpus's index at DIR/<corpus id> (default: user cache)",
     )
+    parser.add_argument(
+        "--without-vectors",
+        action="store_true",
+        help=(
+            "score indexes whose vectors are not filled yet, as at a first answer: nothing is "
+            "embedded ahead (--index-root must hold indexes built keyword-only)"
+        ),
+    )
+    parser.add_argument(
+        "--query-time-vectors",
+        type=int,
+        metavar="N",
+        help="hybrid: embed at most N keyword candidates lacking a vector per search (0: none)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -134,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
         raise EvalUsageError("--limit must be at least 1")
     if args.top < 1:
         raise EvalUsageError("--top must be at least 1")
+    if args.query_time_vectors is not None and args.query_time_vectors < 0:
+        raise EvalUsageError("--query-time-vectors must be 0 or more")
+    if args.without_vectors and args.index_root is None:
+        raise EvalUsageError("--without-vectors needs --index-root (indexes built keyword-only)")
     if (args.model or args.api_base) and not args.agent:
         raise EvalUsageError("--model and --api-base only apply with --agent")
     if (args.judge or args.judge_model) and not args.agent:
@@ -182,6 +200,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         model=model,
         judge_model=judge_model,
         llm=settings.agent(),
+        fill_vectors=not args.without_vectors,
+        query_time_vectors=args.query_time_vectors,
     )
     index_settings = replace(settings.index, chunker=args.chunker)
     locator = CorpusLocator(args.corpora, overrides)
@@ -214,6 +234,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         "chunker": f"{args.chunker} v{CHUNKER_VERSION}",
         "model": options.model if args.agent else None,
         "judge": options.judge_model,
+        "vectors": "none filled" if args.without_vectors else None,
+        "query_time_vectors": args.query_time_vectors,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
     summary = summarise_run(done, about)

@@ -1,0 +1,119 @@
+"""A hybrid search while vectors are missing embeds its best keyword candidates, a bounded
+number, and fuses them as if their vectors had been stored."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.stores.lancedb import LanceStore
+from codeqa.retrieval.stores.protocol import QueryTimeVectors
+
+DIM = 8
+
+
+def _chunks(count: int) -> list[Chunk]:
+    """Chunks that all hold the query word, a different number of times (distinct BM25)."""
+    return [
+        Chunk(
+            path=f"pkg/m{i}.py",
+            start_line=1,
+            end_line=2,
+            language="python",
+            kind=ChunkKind.WINDOW,
+            symbol=None,
+            signature=None,
+            text=f"def f{i}():\n    {' '.join(['cookie'] * (i + 1))} jar",
+            header=f"# pkg/m{i}.py",
+        )
+        for i in range(count)
+    ]
+
+
+def _vectors(count: int) -> np.ndarray:
+    return np.random.default_rng(7).standard_normal((count, DIM)).astype(np.float32)
+
+
+def test_query_time_vectors_rank_as_stored_vectors_do(tmp_path: Path) -> None:
+    chunks, vectors = _chunks(30), _vectors(30)
+    by_id = {chunk.chunk_id: vector for chunk, vector in zip(chunks, vectors, strict=True)}
+    filled = LanceStore(tmp_path / "filled", DIM)
+    filled.upsert(chunks, vectors)
+    empty = LanceStore(tmp_path / "empty", DIM)
+    empty.upsert(chunks, None)  # the state of a first answer: no vector stored yet
+    query = np.random.default_rng(11).standard_normal(DIM).astype(np.float32)
+    embedded: list[int] = []
+
+    def embed(wanted: list[Chunk]) -> np.ndarray:
+        embedded.append(len(wanted))
+        return np.stack([by_id[chunk.chunk_id] for chunk in wanted])
+
+    try:
+        expected = filled.search("cookie", query, SearchMode.HYBRID, 10)
+        keyword_only = empty.search("cookie", query, SearchMode.HYBRID, 10)
+        got = empty.search("cookie", query, SearchMode.HYBRID, 10, QueryTimeVectors(embed, 100))
+    finally:
+        filled.close()
+        empty.close()
+
+    def ranked(hits):
+        return [(hit.chunk.chunk_id, round(hit.score, 6)) for hit in hits]
+
+    assert embedded == [30]  # every candidate lacked a vector, all within the bound
+    assert ranked(got) == ranked(expected)
+    assert ranked(keyword_only) != ranked(expected)  # without them the vector leg is empty
+
+
+def test_query_time_vectors_embed_at_most_the_bound(tmp_path: Path) -> None:
+    chunks, vectors = _chunks(30), _vectors(30)
+    store = LanceStore(tmp_path / "store", DIM)
+    store.upsert(chunks[:10], vectors[:10])  # a third filled: those need no embedding
+    store.upsert(chunks[10:], None)
+    asked: list[list[str]] = []
+
+    def embed(wanted: list[Chunk]) -> np.ndarray:
+        asked.append([chunk.chunk_id for chunk in wanted])
+        return np.ones((len(wanted), DIM), dtype=np.float32)
+
+    query = np.ones(DIM, dtype=np.float32)
+    try:
+        store.search("cookie", query, SearchMode.HYBRID, 10, QueryTimeVectors(embed, 5))
+        store.search("cookie", query, SearchMode.BM25, 10, QueryTimeVectors(embed, 5))
+    finally:
+        store.close()
+
+    # One hybrid search, five chunks, all without a stored vector; BM25 embeds nothing.
+    assert len(asked) == 1 and len(asked[0]) == 5
+    assert not set(asked[0]) & {chunk.chunk_id for chunk in chunks[:10]}
+
+
+def test_an_index_without_vectors_answers_hybrid_with_query_time_vectors(
+    small_repo: Path, tmp_path: Path
+) -> None:
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    report = build_index(small_repo, settings, embed=False)
+    assert report.vectors_pending == report.chunks_total > 0  # 0% filled
+
+    with open_index(small_repo, settings) as index:
+        question = "how is a float that is not a number written out"
+        keyword_first = replace(index.ranking, query_time_vectors=0)
+        index.ranking = keyword_first
+        without = [hit.chunk.location for hit in index.search(question, SearchMode.HYBRID, 10)]
+        bm25 = [hit.chunk.location for hit in index.search(question, SearchMode.BM25, 10)]
+        index.ranking = replace(keyword_first, query_time_vectors=20)
+        embedded: list[int] = []
+        embed = index.embedder.embed
+        index.embedder.embed = lambda texts: embedded.append(len(texts)) or embed(texts)  # type: ignore[method-assign]
+        hybrid = [hit.chunk.location for hit in index.search(question, SearchMode.HYBRID, 10)]
+        index.search(question, SearchMode.HYBRID, 10)  # again: only the question is embedded
+
+    assert without == bm25  # today's first answer: keywords alone
+    # The question, the bound of its candidates; then the question alone, the candidates'
+    # vectors being kept by the open index.
+    assert embedded == [1, 20, 1]
+    assert hybrid != without  # the vector leg now ranks the keyword candidates too
