@@ -31,7 +31,16 @@ STOPWORDS = frozenset(
     code function functions method methods class classes file files implement implemented
     implementation handle handled handles handling explain describe does""".split()
 )
-_FOLLOW_UP_WORDS = frozenset("it its it's that this those these they them there he she".split())
+# How a question shows it continues the last one (see `_is_follow_up`).
+_CONTINUATION = re.compile(r"(?:and|also|but|so|then|or|what about|how about|what else)\b")
+_BACK_REFERENCES = frozenset("it its it's itself they them their those these".split())
+_DEMONSTRATIVES = frozenset("this that there".split())
+_WHOLE_REPOSITORY = frozenset("repo repository project codebase library package app tool".split())
+_POINTING_VERBS = frozenset(
+    """is are was were be does do did can could should would will of in on at to for from
+    by with about into like than calls call uses use returns return raises raise sets set
+    changes change reads read writes write imports import handles handle""".split()
+)
 
 _QUOTED = re.compile(r"`([^`\n]{2,120})`|\"([^\"\n]{3,120})\"|'([^'\n]{3,120})'")
 _TRACEBACK_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\w+))?')
@@ -123,16 +132,48 @@ def key_phrase(text: str) -> str:
 
 
 def _is_follow_up(question: str, *, names_a_subject: bool) -> bool:
-    """Whether `question` continues the last one: it points back ("its", "that"), or it is
-    short and names no identifier, path or quoted term of its own ("and in flask?").
+    """Whether `question` continues the last one, read from its own words.
 
-    A short question that names its own subject ("What does resolve_redirects do?") is
-    searched alone: the last question's words would pull in the last answer's code.
+    It does when it opens as a continuation ("and for proxies?", "what about
+    streaming?"), has no content word of its own ("why?"), or points back at something
+    it does not name ("where is it set?", "who calls that?"). A question that names its
+    own subject ("How are cookies stored?", "What does resolve_redirects do?") is
+    searched alone, however short: the last question's words would pull in the last
+    answer's code.
     """
-    words = re.findall(r"[a-z']+", question.lower())
-    if any(word in _FOLLOW_UP_WORDS for word in words):
+    text = question.strip().lower()
+    if _CONTINUATION.match(text):
         return True
-    return len(words) < 8 and not names_a_subject
+    if names_a_subject:
+        return False
+    if not key_phrase(question):
+        return True
+    words = re.findall(r"[a-z']+", text)
+    for index, word in enumerate(words):
+        if word in _BACK_REFERENCES:
+            return True
+        if word in _DEMONSTRATIVES and _points_back(words, index):
+            return True
+    return False
+
+
+def _points_back(words: list[str], index: int) -> bool:
+    """Whether "this", "that" or "there" at `index` refers to something said before.
+
+    Last in the question each does ("what happens there?"). Elsewhere "there" asks whether
+    something exists ("is there a retry limit?"); "this" points back ("explain this
+    function") unless it names the repository ("how is this project tested?"); "that"
+    does after a verb or preposition ("what does that return?") and after a noun opens a
+    clause ("the code that parses headers").
+    """
+    word = words[index]
+    if index == len(words) - 1:
+        return True
+    if word == "there":
+        return False
+    if word == "this":
+        return words[index + 1] not in _WHOLE_REPOSITORY
+    return index == 0 or words[index - 1] in _POINTING_VERBS
 
 
 def _unique(queries: list[Query]) -> list[Query]:

@@ -112,6 +112,39 @@ def test_a_short_question_without_a_subject_continues_the_last_one():
     assert any("merge" in text and "proxies" in text for text in searches)
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How are cookies stored?",
+        "Where is the connection pool size set?",
+        "Is there a retry limit?",
+        "How is this project tested?",
+        "How does the code that parses headers work?",
+    ],
+)
+def test_a_new_question_with_a_subject_of_its_own_is_searched_alone(question):
+    searches = _searches_after_a_question_on_merging(question)
+    assert searches and not any("merge" in text or "session" in text for text in searches)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "where is it set?",
+        "who calls that?",
+        "what does that return?",
+        "explain this function",
+        "how are they ordered?",
+        "what happens there?",
+        "what about streaming?",
+        "why?",
+    ],
+)
+def test_a_question_that_points_back_continues_the_last_one(question):
+    searches = _searches_after_a_question_on_merging(question)
+    assert any("merge" in text for text in searches)
+
+
 def test_description_prefers_the_docstring(json_repo):
     (file,) = [
         f for f in discover(json_repo) if isinstance(f, SourceFile) and f.path == "json/decoder.py"
