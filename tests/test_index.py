@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from codeqa.retrieval import indexing as index_module
+from codeqa.retrieval import parsing as parsing_module
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.discovery import walk
 from codeqa.retrieval.errors import (
@@ -135,7 +136,7 @@ def test_interrupted_embedding_keeps_a_searchable_index_and_resumes(small_repo, 
 
 def test_crash_while_chunking_leaves_no_half_indexed_file(small_repo, index_dir, monkeypatch):
     settings = settings_for(index_dir)
-    real_chunk_file = index_module.chunk_file
+    real_chunk_file = parsing_module.chunk_file
     calls = []
 
     def crash_on_third_file(file, *limits):
@@ -144,10 +145,10 @@ def test_crash_while_chunking_leaves_no_half_indexed_file(small_repo, index_dir,
             raise KeyboardInterrupt
         return real_chunk_file(file, *limits)
 
-    monkeypatch.setattr(index_module, "chunk_file", crash_on_third_file)
+    monkeypatch.setattr(parsing_module, "chunk_file", crash_on_third_file)
     with pytest.raises(KeyboardInterrupt):
         build_index(small_repo, settings)
-    monkeypatch.setattr(index_module, "chunk_file", real_chunk_file)
+    monkeypatch.setattr(parsing_module, "chunk_file", real_chunk_file)
     report = build_index(small_repo, settings)
     assert report.files_changed == 4  # the interrupted batch was never recorded as done
     reference = build_index(small_repo, settings_for(index_dir.parent / "fresh"))
