@@ -146,10 +146,13 @@ class WarmServer:
         with connection:
             try:
                 connection.settimeout(READ_TIMEOUT_SECONDS)
+                # The request is read first, whoever sent it (read_line bounds it), so a
+                # refusal is its reply rather than a connection closed under the sender.
+                line = read_line(connection)
                 if peer_uid(connection) != os.getuid():
                     reply = Reply(error="refused: this server answers only its own user")
                 else:
-                    reply = self.answer(read_line(connection))
+                    reply = self.answer(line)
                 connection.sendall(encode_reply(reply))
             except (OSError, BadRequest):
                 return  # the client went away, or sent half a request: nobody to answer
