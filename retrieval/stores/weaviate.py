@@ -79,6 +79,7 @@ from codeqa.retrieval.stores.weaviate_server import (
     resolve_target,
     translating_errors,
 )
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first open
     from weaviate import WeaviateClient
@@ -144,6 +145,9 @@ class WeaviateTuning:
     fetch_limit: int = 10_000
     # Objects per page when walking the whole collection with the cursor API.
     iterator_page: int = 1_000
+    # Tries at opening the collection while a server answers 500 (a cluster node just died).
+    open_attempts: int = 4
+    open_retry_seconds: float = 1.0
     # How long connecting, querying and writing may take (weaviate_server.py).
     timeouts: ServerTimeouts = ServerTimeouts()
 
@@ -564,12 +568,23 @@ class WeaviateStore:
         client = self._client
         assert client is not None
         name = self.collection_name
+        # A cluster that has just lost a node answers a few requests with a 500 while it
+        # closes its connections to it; opening is retried over that, not reported.
+        retrying = Retrying(
+            retry=retry_if_exception(_server_error),
+            stop=stop_after_attempt(self.tuning.open_attempts),
+            wait=wait_fixed(self.tuning.open_retry_seconds),
+            reraise=True,
+        )
         with self._errors("opening the collection"):
-            create_chunk_collection(client, name, self.dim, self.target.replication_factor)
-            collection = client.collections.use(name)
-            _check_owned(collection, self.target, name, self.dim)
-            self.tenant = _open_tenant(collection, self.target, self._marked_tenant)
-            shared = collection.with_consistency_level(ConsistencyLevel(CONSISTENCY_LEVEL))
+            for attempt in retrying:
+                with attempt:
+                    create_chunk_collection(client, name, self.dim, self.target.replication_factor)
+                    collection = client.collections.use(name)
+                    _check_owned(collection, self.target, name, self.dim)
+                    self.tenant = _open_tenant(collection, self.target, self._marked_tenant)
+            level = ConsistencyLevel(CONSISTENCY_LEVEL)
+            shared = collection.with_consistency_level(level)
         self._shared = shared
         _write_marker(self.target, name, self.tenant, self.dim)
         return shared.with_tenant(self.tenant)
@@ -709,6 +724,12 @@ def _open_tenant(collection: Collection, target: WeaviateTarget, marked: str | N
 
 
 _STEMMER = Stemmer.Stemmer("english")
+
+
+def _server_error(error: BaseException) -> bool:
+    from weaviate.exceptions import UnexpectedStatusCodeError
+
+    return isinstance(error, UnexpectedStatusCodeError) and error.status_code >= 500
 
 
 def analyzed(keywords: str) -> str:
