@@ -28,9 +28,9 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from codeqa.evals.bench_index import Measured
 from codeqa.retrieval.config import STORE_FOLDER, VECTOR_CACHE_NAME
 from codeqa.retrieval.stores.weaviate_server import BINARY_DIR_ENV, default_binary_dir
 
@@ -70,15 +70,6 @@ print(json.dumps(out))
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Measured:
-    """One process run: its stdout, wall seconds and the peak RSS of its process tree."""
-
-    stdout: str
-    seconds: float
-    rss_mib: float
-
-
 def _children(pid: int) -> list[int]:
     try:
         tasks = Path(f"/proc/{pid}/task").iterdir()
@@ -112,7 +103,8 @@ def tree_rss_kib(pid: int) -> int:
 
 
 def measure(command: list[str], env: dict[str, str]) -> Measured:
-    """Run `command`, returning its stdout, wall time and its process tree's peak RSS."""
+    """Run `command`: its stdout, wall time and its process tree's peak RSS (all of it, a
+    server it started included, where bench_index reads one process's from /usr/bin/time)."""
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
