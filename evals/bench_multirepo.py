@@ -18,7 +18,6 @@ falls on both alike: compare the layouts as ratios, within one run.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import statistics
@@ -44,9 +43,10 @@ from codeqa.retrieval.stores.weaviate import (
 from codeqa.retrieval.stores.weaviate_server import (
     EMBEDDED_ENVIRONMENT,
     SERVER_VERSION,
-    default_binary_dir,
+    binary_dir,
     embedded_binary_file,
 )
+from codeqa.tui.settings import load_settings
 
 LAYOUTS = ("tenants", "collections")
 WINDOW_LINES = 40
@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    binary = embedded_binary_file(default_binary_dir(os.environ))
+    binary = embedded_binary_file(binary_dir(load_settings(None).index))
     if not binary.exists():
         raise SystemExit(f"no Weaviate server binary at {binary}: run `codeqa install-weaviate`")
     repos = repositories(args.repos)

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from codeqa.evals.bench_index import Measured
 from codeqa.retrieval.config import STORE_FOLDER, VECTOR_CACHE_NAME
-from codeqa.retrieval.stores.weaviate_server import BINARY_DIR_ENV, default_binary_dir
+from codeqa.retrieval.stores.weaviate_server import BINARY_DIR_ENV, binary_dir
+from codeqa.tui.settings import load_settings
 
 STORES = ("lancedb", "weaviate")
 
@@ -47,13 +48,14 @@ import json, statistics, sys, time
 from pathlib import Path
 from codeqa.retrieval.offline import prepare_offline_environment
 prepare_offline_environment()
-from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.records import SearchMode
+from codeqa.tui.settings import load_settings
 repo, store = sys.argv[1], sys.argv[2]
 questions = json.loads(Path(sys.argv[3]).read_text())
 t0 = time.perf_counter()
-index = open_index(Path(repo), IndexSettings(store=store))
+# The settings `codeqa search` resolves in this environment: the index it built.
+index = open_index(Path(repo), load_settings(Path(repo), {"store": store}).index)
 index.search("warm up", SearchMode.HYBRID, 10)
 out = {"open_s": time.perf_counter() - t0}
 times = []
@@ -161,7 +163,8 @@ def one_round(
     user_cache = home / "codeqa"
     if cache is not None:
         seed_vector_cache(cache, user_cache)
-    binaries = os.environ.get(BINARY_DIR_ENV) or str(default_binary_dir(os.environ))
+    # The user's binary folder, kept while XDG_CACHE_HOME (its default) moves to the run's.
+    binaries = str(binary_dir(load_settings(None).index))
     env = dict(
         os.environ,
         LITELLM_LOCAL_MODEL_COST_MAP="True",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Files are chunked, stored and checkpointed in batches: large enough that the
@@ -44,6 +44,12 @@ class IndexSettings:
     weaviate_grpc_port: int | None = None
     # Copies of each chunk a Weaviate cluster keeps (at most its node count); 1 on one server.
     weaviate_replication: int = 1
+    # A team's own collection on the server; None: the shared one per vector size.
+    weaviate_collection: str | None = None
+    # The server's API key: a secret, so never shown (repr) and never read from a file.
+    weaviate_api_key: str | None = field(default=None, repr=False)
+    # Where the embedded server's binary lives; None: weaviate-client's own folder.
+    weaviate_binary_dir: Path | None = None
     vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir
     # How files are cut (chunker.CHUNK_STRATEGIES); "windows" exists for ablations.
     chunker: str = "three-tier"

@@ -222,3 +222,44 @@ def test_an_unknown_key_in_the_users_own_config_is_a_warning_not_a_failure(small
     user_config.write_text('max_file_bytes = "lots"\n')  # a bad value the user can fix
     with pytest.raises(ConfigError, match="max_file_bytes must be a whole number"):
         load_settings(small_repo, environ={})
+
+
+def test_the_weaviate_api_key_comes_from_the_environment_never_from_a_file(small_repo, user_config):
+    user_config.write_text('weaviate_api_key = "user-file-key"\nweaviate_collection = "Team_A"\n')
+    repo_config = small_repo / CONFIG_FILE_NAME
+    repo_config.write_text('weaviate_api_key = "repo-file-key"\n')
+    for trusted in (False, True):  # a secret stays out of files, even a trusted repository's
+        settings = load_settings(small_repo, environ={}, trust_repo=trusted)
+        assert settings.index.weaviate_api_key is None
+        assert settings.index.weaviate_collection == "Team_A"  # the file's other keys count
+        assert len(settings.warnings) == 2
+        for warning, path in zip(settings.warnings, (user_config, repo_config), strict=True):
+            assert "weaviate_api_key" in warning and str(path) in warning
+            assert "$WEAVIATE_API_KEY" in warning and "file-key" not in warning
+    keyed = load_settings(small_repo, environ={"WEAVIATE_API_KEY": "environment-key"})
+    assert keyed.index.weaviate_api_key == "environment-key"
+    assert "environment-key" not in repr(keyed)
+
+
+def test_a_repo_may_not_choose_the_weaviate_collection_or_the_binary_codeqa_runs(
+    small_repo, user_config, tmp_path
+):
+    planted = small_repo / "bin"  # a binary shipped with the clone would run as the user
+    (small_repo / CONFIG_FILE_NAME).write_text(
+        f'weaviate_collection = "Other_Team"\nweaviate_binary_dir = "{planted}"\n'
+    )
+    settings = load_settings(small_repo, environ={})
+    assert (settings.index.weaviate_collection, settings.index.weaviate_binary_dir) == (None, None)
+    (warning,) = settings.warnings
+    assert "weaviate_binary_dir" in warning and "weaviate_collection" in warning
+
+    environ = {"CODEQA_WEAVIATE_COLLECTION": "Team_B", "CODEQA_WEAVIATE_BINARY_DIR": "~/wv"}
+    chosen = load_settings(small_repo, environ=environ).index
+    assert chosen.weaviate_collection == "Team_B"
+    assert chosen.weaviate_binary_dir == Path.home() / "wv"
+    # Unset, the binary folder is weaviate-client's own: $XDG_CACHE_HOME as it is, else
+    # ~/.cache/weaviate-embedded (weaviate_server.binary_dir).
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    assert load_settings(small_repo, environ=cache).index.weaviate_binary_dir == tmp_path / "cache"
+    user_config.write_text(f'weaviate_binary_dir = "{tmp_path / "mine"}"\n')
+    assert load_settings(small_repo, environ=cache).index.weaviate_binary_dir == tmp_path / "mine"

@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,6 @@ from codeqa.retrieval.stores import weaviate_server
 from codeqa.retrieval.stores.protocol import chunk_to_row
 from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import (
-    API_KEY_ENV,
     BINARY_DIR_ENV,
     COLLECTION_ENV,
     EMBEDDED_DATA_FOLDER,
@@ -66,34 +66,34 @@ def test_tenant_names_are_valid_labelled_by_repository_and_unique_per_index_fold
     settings = IndexSettings(store="weaviate", weaviate_url="http://weaviate:8080")
     odd = tmp_path / "my repo-2.0 (copy)" / "index"
     other = tmp_path / "elsewhere" / "index"
-    name = resolve_target(settings, odd, {}, "my repo-2.0").tenant
+    name = resolve_target(settings, odd, "my repo-2.0").tenant
     assert WEAVIATE_TENANT_NAME.match(name)
     assert repository_label(name) == "my_repo-2_0"
-    assert resolve_target(settings, odd, {}, "my repo-2.0").tenant == name  # stable
-    assert resolve_target(settings, other, {}, "my repo-2.0").tenant != name  # another index
-    long = resolve_target(settings, tmp_path / "i", {}, "ünïcode-名前" * 20).tenant
+    assert resolve_target(settings, odd, "my repo-2.0").tenant == name  # stable
+    assert resolve_target(settings, other, "my repo-2.0").tenant != name  # another index
+    long = resolve_target(settings, tmp_path / "i", "ünïcode-名前" * 20).tenant
     assert WEAVIATE_TENANT_NAME.match(long)
     # Without the repository's name, the default index folder's (its own digest left out).
-    unnamed = resolve_target(settings, tmp_path / "requests-2.32.5-0123456789ab", {})
+    unnamed = resolve_target(settings, tmp_path / "requests-2.32.5-0123456789ab")
     assert repository_label(unnamed.tenant) == "requests-2_32_5"
 
 
 def test_every_index_on_a_server_shares_one_collection_per_vector_size(tmp_path: Path):
     settings = IndexSettings(store="weaviate", weaviate_url="http://weaviate:8080")
-    one = resolve_target(settings, tmp_path / "one", {})
-    two = resolve_target(settings, tmp_path / "two", {})
+    one = resolve_target(settings, tmp_path / "one")
+    two = resolve_target(settings, tmp_path / "two")
     assert one.collection_for(384) == two.collection_for(384) == "Codeqa_Chunks_384"
     assert WEAVIATE_CLASS_NAME.match(one.collection_for(384))
     assert one.collection_for(256) != one.collection_for(384)
     assert one.tenant != two.tenant
 
 
-def test_a_team_names_its_shared_collection_in_the_environment(tmp_path: Path):
+def test_a_team_names_its_shared_collection_in_settings(tmp_path: Path):
     settings = IndexSettings(store="weaviate", weaviate_url="http://weaviate:8080")
-    target = resolve_target(settings, tmp_path, {COLLECTION_ENV: "Team_Backend"})
+    target = resolve_target(replace(settings, weaviate_collection="Team_Backend"), tmp_path)
     assert target.collection_for(384) == target.collection_for(256) == "Team_Backend"
-    with pytest.raises(ConfigError, match="capital letter"):
-        resolve_target(settings, tmp_path, {COLLECTION_ENV: "team-backend"})
+    with pytest.raises(ConfigError, match=f"{COLLECTION_ENV}.*capital letter"):
+        resolve_target(replace(settings, weaviate_collection="team-backend"), tmp_path)
 
 
 def test_server_urls_become_http_and_grpc_endpoints():
@@ -118,11 +118,14 @@ def test_malformed_server_urls_are_config_errors(url: str):
         parse_server_url(url, None)
 
 
-def test_the_api_key_comes_from_the_environment_only(tmp_path: Path):
+def test_the_api_key_reaches_the_server_and_is_never_shown(tmp_path: Path):
     settings = IndexSettings(store="weaviate", weaviate_url="https://w.example.com")
-    assert resolve_target(settings, tmp_path, {API_KEY_ENV: "secret"}).api_key == "secret"
-    assert resolve_target(settings, tmp_path, {}).api_key is None
-    embedded = resolve_target(IndexSettings(store="weaviate"), tmp_path, {})
+    keyed = resolve_target(replace(settings, weaviate_api_key="s3cret-value"), tmp_path)
+    assert keyed.api_key == "s3cret-value"
+    assert "s3cret-value" not in repr(keyed)
+    assert "s3cret-value" not in repr(replace(settings, weaviate_api_key="s3cret-value"))
+    assert resolve_target(settings, tmp_path).api_key is None
+    embedded = resolve_target(IndexSettings(store="weaviate"), tmp_path)
     assert embedded.server is None
     assert embedded.data_dir == tmp_path / STORE_FOLDER  # wiped by `codeqa index --rebuild`
 
@@ -140,8 +143,7 @@ def test_the_embedded_binary_is_looked_up_where_weaviate_client_keeps_it(tmp_pat
     assert Path(embedded._weaviate_binary_path) == binary
 
 
-def test_a_refused_connection_is_one_clear_line(tmp_path: Path, monkeypatch):
-    monkeypatch.delenv(API_KEY_ENV, raising=False)
+def test_a_refused_connection_is_one_clear_line(tmp_path: Path):
     port = _free_loopback_port()  # nothing listens there once the socket is closed
     settings = IndexSettings(store="weaviate", weaviate_url=f"http://127.0.0.1:{port}")
     started = time.monotonic()
@@ -163,10 +165,10 @@ def test_embedded_weaviate_offline_fails_fast_saying_how_to_get_the_binary(
     monkeypatch.setattr(
         weaviate_server, "BINARY_DOWNLOAD_HOST", ("127.0.0.1", _free_loopback_port())
     )
-    monkeypatch.setenv(BINARY_DIR_ENV, str(tmp_path / "no-binary-here"))
+    settings = IndexSettings(store="weaviate", weaviate_binary_dir=tmp_path / "no-binary-here")
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as caught:
-        open_weaviate_store(IndexSettings(store="weaviate"), tmp_path / "index", 4)
+        open_weaviate_store(settings, tmp_path / "index", 4)
     assert time.monotonic() - started < 10
     message = str(caught.value)
     assert "\n" not in message
@@ -217,9 +219,8 @@ def test_without_go_the_server_build_says_what_to_install(tmp_path: Path, monkey
 def test_embedded_weaviate_keeps_its_data_in_the_index_folder_across_restarts(
     tmp_path: Path, monkeypatch
 ):
-    monkeypatch.setenv(BINARY_DIR_ENV, str(weaviate_binary().parent))
-    monkeypatch.delenv("CODEQA_WEAVIATE_URL", raising=False)
-    settings, index = IndexSettings(store="weaviate"), tmp_path / "index"
+    settings = IndexSettings(store="weaviate", weaviate_binary_dir=weaviate_binary().parent)
+    index = tmp_path / "index"
     piece = Chunk(
         "a.py",
         1,

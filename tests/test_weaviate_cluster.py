@@ -62,7 +62,7 @@ def on_cluster(cluster: WeaviateCluster, monkeypatch: pytest.MonkeyPatch) -> Wea
     return cluster
 
 
-def settings_for(node: Node, directory: Path) -> IndexSettings:
+def settings_for(cluster: WeaviateCluster, node: Node, directory: Path) -> IndexSettings:
     return IndexSettings(
         index_dir=directory,
         embed_model=EMBED_MODEL,
@@ -70,6 +70,7 @@ def settings_for(node: Node, directory: Path) -> IndexSettings:
         weaviate_url=node.url,
         weaviate_grpc_port=node.grpc_port,
         weaviate_replication=REPLICATION,
+        weaviate_api_key=cluster.api_key,
     )
 
 
@@ -172,7 +173,7 @@ def collection_of(directory: Path) -> str:
     """The collection the index in `directory` is a tenant of."""
     manifest = Manifest.load(directory)
     assert manifest is not None
-    target = resolve_target(IndexSettings(), directory, os.environ)
+    target = resolve_target(IndexSettings(), directory)
     return target.collection_for(manifest.embedder_dim)
 
 
@@ -242,14 +243,15 @@ def test_one_node_down_search_and_ask_answer_and_after_its_return_a_run_equals_a
     try:
         wait_until_caught_up(on_cluster, third, directory)
         index(first, repo, directory)
-        state = index_state(repo, settings_for(first, directory))
+        settings = settings_for(on_cluster, first, directory)
+        state = index_state(repo, settings)
         clean = tmp_path / "clean"
         index(first, repo, clean)
-        assert state == index_state(repo, settings_for(first, clean))
-        assert check_index(repo, settings_for(first, directory)).healthy
+        assert state == index_state(repo, settings_for(on_cluster, first, clean))
+        assert check_index(repo, settings).healthy
         # What changed while the node was down is what searches find now.
-        assert "pkg0/mod_0.py" in hits_for(repo, settings_for(first, directory), "paint widget")
-        assert "pkg1/mod_1.py" not in hits_for(repo, settings_for(first, directory), WORDS)
+        assert "pkg0/mod_0.py" in hits_for(repo, settings, "paint widget")
+        assert "pkg1/mod_1.py" not in hits_for(repo, settings, WORDS)
     finally:
         changed.write_text(original)
         removed.write_text(removed_text)
@@ -282,14 +284,14 @@ def test_a_run_cut_by_the_death_of_its_node_is_healed_by_the_next_run(on_cluster
             child.wait()
     assert killed, "the run ended before it wrote anything"
     assert child.returncode != 0
-    assert not check_index(repo, settings_for(first, directory)).healthy
+    assert not check_index(repo, settings_for(on_cluster, first, directory)).healthy
 
     index(first, repo, directory)  # the next run, on a node that is up
-    state = index_state(repo, settings_for(first, directory))
+    state = index_state(repo, settings_for(on_cluster, first, directory))
     clean = tmp_path / "clean"
     index(first, repo, clean)
-    assert state == index_state(repo, settings_for(first, clean))
-    assert check_index(repo, settings_for(first, directory)).healthy
+    assert state == index_state(repo, settings_for(on_cluster, first, clean))
+    assert check_index(repo, settings_for(on_cluster, first, directory)).healthy
     on_cluster.start_node(second)
     on_cluster.wait_all_joined()
 
@@ -299,14 +301,16 @@ import sys
 from pathlib import Path
 from codeqa.retrieval.offline import prepare_offline_environment
 prepare_offline_environment()
-from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import build_index
+from codeqa.tui.settings import load_settings
 
 def report(event):
     print(event.phase, event.done, flush=True)
 
 repo, directory, url, grpc = sys.argv[1:]
-settings = IndexSettings(index_dir=Path(directory), embed_model="wordllama", store="weaviate",
-                         weaviate_url=url, weaviate_grpc_port=int(grpc), weaviate_replication=3)
+# As `codeqa index` resolves them: the API key and three copies come from the environment.
+flags = {"index_dir": directory, "embed_model": "wordllama", "store": "weaviate",
+         "weaviate_url": url, "weaviate_grpc_port": int(grpc)}
+settings = load_settings(Path(repo), flags).index
 build_index(Path(repo), settings, report)
 """

@@ -12,7 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from codeqa.retrieval.config import IndexSettings
@@ -24,10 +28,14 @@ from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import COLLECTION_ENV
 from codeqa.tui.cli import main
+from codeqa.tui.settings import load_settings
 from conftest import JSON_FILES, JSON_PACKAGE
 from generated_repo import write_generated_repo
 from mcp import ClientSession
 from weaviate_backend import weaviate_settings
+
+if TYPE_CHECKING:
+    from weaviate import WeaviateClient
 
 # Starts a Weaviate server (once per session) and indexes into it from several processes.
 pytestmark = pytest.mark.slow
@@ -55,6 +63,7 @@ def team(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Ind
         store="weaviate",
         weaviate_url=server.weaviate_url,
         weaviate_grpc_port=server.weaviate_grpc_port,
+        weaviate_collection=name,
     )
 
 
@@ -73,13 +82,7 @@ def generated_repo(tmp_path: Path) -> Path:
 
 
 def with_index(settings: IndexSettings, directory: Path) -> IndexSettings:
-    return IndexSettings(
-        index_dir=directory,
-        embed_model=settings.embed_model,
-        store=settings.store,
-        weaviate_url=settings.weaviate_url,
-        weaviate_grpc_port=settings.weaviate_grpc_port,
-    )
+    return replace(settings, index_dir=directory)
 
 
 def stored_rows(settings: IndexSettings) -> list[tuple[str, str, int, int]]:
@@ -263,6 +266,21 @@ def test_search_all_repos_labels_every_result_with_its_repository(
     assert lines[0].startswith("[widgets] pkg")
 
 
+def test_an_index_opens_the_collection_its_settings_resolved_not_a_later_environments(
+    team, generated_repo, tmp_path, monkeypatch
+):
+    assert team.weaviate_url is not None and team.weaviate_collection is not None
+    flags = {"store": "weaviate", "weaviate_url": team.weaviate_url, "embed_model": EMBED_MODEL}
+    settings = load_settings(generated_repo, {**flags, "index_dir": str(tmp_path / "index")})
+    assert settings.index.weaviate_collection == team.weaviate_collection  # from the environment
+    _drop_collection(team, "Team_Later")  # one left by an earlier run
+    monkeypatch.setenv(COLLECTION_ENV, "Team_Later")
+    build_index(generated_repo, settings.index)
+    assert stored_rows(settings.index)
+    assert _tenant_count(team, team.weaviate_collection) == 1
+    assert _tenant_count(team, "Team_Later") is None
+
+
 def test_all_repos_on_a_store_holding_one_repository_is_one_line(small_repo, index_dir, capsys):
     build_index(small_repo, IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL))
     code = main(
@@ -319,6 +337,20 @@ def _files(directory: Path) -> set[str]:
 
 def _drop_collection(server: IndexSettings, name: str) -> None:
     """Start from an empty team collection (one left by an earlier run goes)."""
+    with _client(server) as client:
+        client.collections.delete(name)
+
+
+def _tenant_count(server: IndexSettings, name: str) -> int | None:
+    """How many indexes the collection `name` holds; None when there is no such collection."""
+    with _client(server) as client:
+        if not client.collections.exists(name):
+            return None
+        return len(client.collections.use(name).tenants.get())
+
+
+@contextmanager
+def _client(server: IndexSettings) -> Iterator[WeaviateClient]:
     import weaviate
     from codeqa.retrieval.stores.weaviate_server import parse_server_url
 
@@ -333,6 +365,6 @@ def _drop_collection(server: IndexSettings, name: str) -> None:
         grpc_secure=address.grpc_secure,
     )
     try:
-        client.collections.delete(name)
+        yield client
     finally:
         client.close()

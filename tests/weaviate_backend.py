@@ -27,13 +27,15 @@ from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.stores.protocol import Store
 from codeqa.retrieval.stores.weaviate import drop_weaviate_index, open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import (
+    API_KEY_ENV,
     EMBEDDED_ENVIRONMENT,
     INSTALL_COMMAND,
     SERVER_VERSION,
+    binary_dir,
     build_server_binary,
-    default_binary_dir,
     embedded_binary_file,
 )
+from codeqa.tui.settings import load_settings
 
 URL_ENV = "CODEQA_TEST_WEAVIATE_URL"
 GRPC_PORT_ENV = "CODEQA_TEST_WEAVIATE_GRPC_PORT"
@@ -55,8 +57,8 @@ def weaviate_binary() -> Path:
     if os.environ.get(SKIP_VARIABLE) == "1":
         pytest.skip(f"{SKIP_VARIABLE}=1: the Weaviate tests are switched off")
     if _binary is None:
-        binary_dir = default_binary_dir(os.environ)
-        binary = embedded_binary_file(binary_dir)
+        folder = binary_dir(load_settings(None).index)  # where `codeqa install-weaviate` puts it
+        binary = embedded_binary_file(folder)
         if binary.exists():
             _binary = binary
         elif shutil.which("go") is None:
@@ -67,7 +69,7 @@ def weaviate_binary() -> Path:
             )
         else:
             try:
-                _binary = build_server_binary(binary_dir)
+                _binary = build_server_binary(folder)
             except StoreUnavailable as error:
                 _binary = f"{error}; set {SKIP_VARIABLE}=1 to skip these tests instead"
     if isinstance(_binary, str):
@@ -82,7 +84,10 @@ def weaviate_settings() -> IndexSettings:
     if url:
         port = os.environ.get(GRPC_PORT_ENV)
         return IndexSettings(
-            store="weaviate", weaviate_url=url, weaviate_grpc_port=int(port) if port else None
+            store="weaviate",
+            weaviate_url=url,
+            weaviate_grpc_port=int(port) if port else None,
+            weaviate_api_key=os.environ.get(API_KEY_ENV) or None,
         )
     if _session_server is None:
         _session_server = _start_session_server(weaviate_binary())

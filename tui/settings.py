@@ -11,6 +11,9 @@ ones; a bad value there is an error, because the user meant something and can fi
 
 A trusted repository (`--trust-repo-config`, `trusted_repos`) is read as the user's own
 file would be: it may set every key but `trusted_repos`, and raise limits.
+
+A secret (`Key.environment_only`: the Weaviate API key) comes from the environment alone; a
+file holding one, the user's or a repository's, is named in a warning and its copy ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from codeqa.retrieval.config import RANKERS, STORE_BACKENDS, IndexSettings
 from codeqa.retrieval.errors import ConfigError
+from codeqa.retrieval.stores.weaviate_server import API_KEY_ENV, BINARY_DIR_ENV, COLLECTION_ENV
 
 if TYPE_CHECKING:  # the agent package loads LangGraph: imported when a command answers
     from codeqa.agent.settings import AgentSettings
@@ -45,6 +49,9 @@ class Key:
     # A resource limit (bytes read, work done): an untrusted repository may lower it, never
     # raise it above the user's value (user config, else the built-in default).
     limit: bool = False
+    # A secret, read from the environment only: a repository's file is untrusted, and the
+    # user's own is a file, which gets shared, synced and committed to dotfile repositories.
+    environment_only: bool = False
 
 
 KEYS: dict[str, Key] = {
@@ -65,6 +72,11 @@ KEYS: dict[str, Key] = {
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
     "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
     "weaviate_replication": Key("CODEQA_WEAVIATE_REPLICATION", int),
+    # A team's own collection on the server, instead of the shared one per vector size.
+    "weaviate_collection": Key(COLLECTION_ENV, str),
+    # The folder whose server binary embedded Weaviate runs (and where one is built).
+    "weaviate_binary_dir": Key(BINARY_DIR_ENV, str),
+    "weaviate_api_key": Key(API_KEY_ENV, str, environment_only=True),
     # Only the user's own config may hold it (it decides what to trust): load_settings drops
     # a repository's copy even when that repository is trusted.
     "trusted_repos": Key(None, list),
@@ -142,7 +154,13 @@ def load_settings(
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = value
-    return _build(values, tuple(warnings))
+    settings = _build(values, tuple(warnings))
+    if settings.index.weaviate_binary_dir is None and environ.get("XDG_CACHE_HOME"):
+        # weaviate-client's own rule for its binary folder: $XDG_CACHE_HOME's value as is,
+        # else ~/.cache/weaviate-embedded (what an unset setting means: weaviate_server.py).
+        index = replace(settings.index, weaviate_binary_dir=Path(environ["XDG_CACHE_HOME"]))
+        settings = replace(settings, index=index)
+    return settings
 
 
 def _refusal(path: Path, refused: list[str], user_path: Path) -> str:
@@ -182,15 +200,23 @@ def _parse_toml(path: Path) -> dict[str, object]:
 
 
 def _known(data: dict[str, object], path: Path, warnings: list[str]) -> dict[str, object]:
-    """The keys this codeqa knows; the others (a newer version's, a typo) in one warning."""
+    """The keys a file may set; the others in one warning each: the unknown ones (a newer
+    version's, a typo) and secrets, which only the environment may hold."""
+    in_files = sorted(key for key, spec in KEYS.items() if not spec.environment_only)
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
         names = ", ".join(repr(key) for key in unknown)
         warnings.append(
             f"ignoring unknown setting{'s' if len(unknown) > 1 else ''} {names} in {path} "
-            f"(known: {', '.join(sorted(KEYS))})"
+            f"(known: {', '.join(in_files)})"
         )
-    return {key: value for key, value in data.items() if key in KEYS}
+    secrets = sorted(key for key in data if key in KEYS and KEYS[key].environment_only)
+    for key in secrets:
+        warnings.append(
+            f"ignoring {key} in {path}: a secret is read only from the environment; "
+            f"set ${KEYS[key].variable} instead, and remove it from the file"
+        )
+    return {key: value for key, value in data.items() if key in in_files}
 
 
 def _read_user_toml(path: Path, warnings: list[str]) -> dict[str, object]:
@@ -255,6 +281,7 @@ def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
     if ranker not in RANKERS:
         raise ConfigError(f"unknown ranker {ranker!r}; choose one of: {', '.join(RANKERS)}")
     index_dir = values.get("index_dir")
+    binary_dir = values.get("weaviate_binary_dir")
     index = replace(
         IndexSettings(),
         index_dir=Path(str(index_dir)).expanduser() if index_dir else None,
@@ -264,6 +291,9 @@ def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
         weaviate_url=values.get("weaviate_url") or None,  # type: ignore[arg-type]
         weaviate_grpc_port=values.get("weaviate_grpc_port"),  # type: ignore[arg-type]
         weaviate_replication=values.get("weaviate_replication") or 1,  # type: ignore[arg-type]
+        weaviate_collection=values.get("weaviate_collection") or None,  # type: ignore[arg-type]
+        weaviate_api_key=values.get("weaviate_api_key") or None,  # type: ignore[arg-type]
+        weaviate_binary_dir=Path(str(binary_dir)).expanduser() if binary_dir else None,
     )
     if "max_file_bytes" in values:
         max_file_bytes = _whole_number("max_file_bytes", values["max_file_bytes"], "settings")

@@ -39,7 +39,6 @@ the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -159,7 +158,7 @@ def open_weaviate_store(
 
     `repository` names a new tenant (its label in searches across repositories).
     """
-    return WeaviateStore(resolve_target(settings, directory, os.environ, repository), dim)
+    return WeaviateStore(resolve_target(settings, directory, repository), dim)
 
 
 def drop_weaviate_index(settings: IndexSettings, directory: Path) -> None:
@@ -169,7 +168,7 @@ def drop_weaviate_index(settings: IndexSettings, directory: Path) -> None:
     The vector size (which names the default collection) is not known here: the tenant goes
     from every codeqa collection holding it.
     """
-    target = resolve_target(settings, directory, os.environ)
+    target = resolve_target(settings, directory)
     if target.server is None:
         return
     client = connect(target, WeaviateTuning().timeouts)

@@ -16,10 +16,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
@@ -32,7 +33,8 @@ from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first connection
     from weaviate import WeaviateClient
 
-# Environment variables read at the edge (`resolve_target`): secrets never go in settings files.
+# The environment variables of the Weaviate settings, read at the edge (tui/settings.py) into
+# IndexSettings; the API key is a secret, so only the environment may hold it.
 API_KEY_ENV = "WEAVIATE_API_KEY"
 COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a team's own collection, instead of the default
 BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
@@ -125,7 +127,7 @@ class WeaviateTarget:
     index_id: str  # the index folder's digest: what identifies its tenant (`tenant_suffix`)
     label: str  # the repository's readable name, leading a new tenant's name
     server: ServerAddress | None
-    api_key: str | None
+    api_key: str | None = field(repr=False)  # a secret
     data_dir: Path  # the index's store folder (embedded data and the local marker)
     binary_dir: Path
     replication_factor: int = 1  # copies of each object, on a cluster; set when created
@@ -201,13 +203,10 @@ def repository_label(tenant: str) -> str:
     return tenant.rsplit(TENANT_SEPARATOR, 1)[0]
 
 
-def default_binary_dir(environ: Mapping[str, str]) -> Path:
-    """Where weaviate-client keeps the embedded binary (its own default), unless overridden."""
-    if environ.get(BINARY_DIR_ENV):
-        return Path(environ[BINARY_DIR_ENV]).expanduser()
-    if environ.get("XDG_CACHE_HOME"):  # weaviate-client uses the variable's value as is
-        return Path(environ["XDG_CACHE_HOME"])
-    return Path.home() / ".cache" / "weaviate-embedded"
+def binary_dir(settings: IndexSettings) -> Path:
+    """Where the embedded binary lives: the setting, else weaviate-client's own default folder
+    (the edge puts $XDG_CACHE_HOME in the setting, as weaviate-client would use it)."""
+    return settings.weaviate_binary_dir or Path.home() / ".cache" / "weaviate-embedded"
 
 
 def embedded_binary_file(binary_dir: Path, version: str = SERVER_VERSION) -> Path:
@@ -271,21 +270,18 @@ def _run_go(
 
 
 def resolve_target(
-    settings: IndexSettings,
-    directory: Path,
-    environ: Mapping[str, str],
-    repository: str | None = None,
+    settings: IndexSettings, directory: Path, repository: str | None = None
 ) -> WeaviateTarget:
-    """Settings + environment -> where this index's collection and tenant live.
+    """Settings -> where this index's collection and tenant live.
 
     `repository`: the repository's name, which labels the index among the store's others;
     without it, the index folder's name (an existing tenant keeps the label it was given).
     """
-    collection = environ.get(COLLECTION_ENV) or None
+    collection = settings.weaviate_collection or None
     if collection is not None and not _VALID_COLLECTION.match(collection):
         raise ConfigError(
-            f"{COLLECTION_ENV}={collection!r} is not a valid Weaviate collection name: start "
-            "with a capital letter, then letters, digits or underscores"
+            f"weaviate_collection {collection!r} ({COLLECTION_ENV}) is not a valid Weaviate "
+            "collection name: start with a capital letter, then letters, digits or underscores"
         )
     server = None
     if settings.weaviate_url:
@@ -295,9 +291,9 @@ def resolve_target(
         index_id=index_id_for(directory),
         label=readable_label(repository or Path(directory).expanduser().resolve().name),
         server=server,
-        api_key=environ.get(API_KEY_ENV) or None,
+        api_key=settings.weaviate_api_key or None,
         data_dir=Path(directory) / STORE_FOLDER,
-        binary_dir=default_binary_dir(environ),
+        binary_dir=binary_dir(settings),
         replication_factor=settings.weaviate_replication,
     )
 
@@ -387,9 +383,11 @@ def _offline_message(binary: Path) -> str:
 
 def _download_host_reachable(timeout: float) -> bool:
     """Whether weaviate-client's binary download can work; a proxy is trusted to reach it."""
-    if any(
-        os.environ.get(name) for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
-    ):
+    # The download is urllib's, which takes its proxies from getproxies(): asking the same
+    # function tells what the download will do. It is the standard library's own reading of
+    # the environment, not a codeqa setting, so it is not passed down from the edge.
+    proxies = urllib.request.getproxies()
+    if proxies.get("https") or proxies.get("all"):
         return True
     try:
         with socket.create_connection(BINARY_DOWNLOAD_HOST, timeout=timeout):

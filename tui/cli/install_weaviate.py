@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from codeqa.retrieval.stores.weaviate_server import (
     BINARY_DIR_ENV,
     SERVER_VERSION,
+    binary_dir,
     build_server_binary,
-    default_binary_dir,
     embedded_binary_file,
 )
+from codeqa.tui.cli.common import settings_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,9 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    binary_dir = default_binary_dir(os.environ)
-    if embedded_binary_file(binary_dir).exists():
-        print(f"codeqa: Weaviate {SERVER_VERSION} is installed: {embedded_binary_file(binary_dir)}")
+    folder = binary_dir(settings_from_args(args, None).index)
+    if embedded_binary_file(folder).exists():
+        print(f"codeqa: Weaviate {SERVER_VERSION} is installed: {embedded_binary_file(folder)}")
         return 0
     print(
         f"codeqa: building Weaviate {SERVER_VERSION} with go install (about 15 min and 3 GB of "
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     started = time.monotonic()
-    binary = build_server_binary(binary_dir, progress=lambda line: print(line, file=sys.stderr))
+    binary = build_server_binary(folder, progress=lambda line: print(line, file=sys.stderr))
     minutes = (time.monotonic() - started) / 60
     print(f"codeqa: Weaviate {SERVER_VERSION} installed in {minutes:.1f} min: {binary}")
     return 0
