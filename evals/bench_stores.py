@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from codeqa.evals.bench_index import Measured
-from codeqa.retrieval.config import STORE_FOLDER, VECTOR_CACHE_NAME
-from codeqa.retrieval.stores.weaviate_server import BINARY_DIR_ENV, binary_dir
+from codeqa.retrieval.config import BINARY_DIR_ENV, STORE_FOLDER, VECTOR_CACHE_NAME
+from codeqa.retrieval.stores.weaviate_server import binary_dir
 from codeqa.tui.settings import load_settings
 
 STORES = ("lancedb", "weaviate")

@@ -30,6 +30,12 @@ INDEX_FORMAT_VERSION = 1
 
 STORE_BACKENDS = ("lancedb", "weaviate")
 
+# The environment variables of the Weaviate settings: tui/settings.py reads them into
+# IndexSettings, and messages name them. The API key is a secret: only the environment has it.
+API_KEY_ENV = "WEAVIATE_API_KEY"
+COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a team's own collection, instead of the default
+BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
+
 
 @dataclass(frozen=True, slots=True)
 class IndexSettings:

@@ -11,18 +11,11 @@ import socket
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import API_KEY_ENV, BINARY_DIR_ENV, COLLECTION_ENV, IndexSettings
 from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.stores import weaviate_server
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
-from codeqa.retrieval.stores.weaviate_server import (
-    API_KEY_ENV,
-    BINARY_DIR_ENV,
-    COLLECTION_ENV,
-    binary_dir,
-    embedded_binary_file,
-    resolve_target,
-)
+from codeqa.retrieval.stores.weaviate_server import binary_dir, embedded_binary_file, resolve_target
 from codeqa.tui.settings import load_settings
 
 PACKAGE = Path(__file__).parents[1]  # the codeqa package: the repository's root

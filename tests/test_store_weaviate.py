@@ -18,15 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from codeqa.retrieval.config import STORE_FOLDER, IndexSettings
+from codeqa.retrieval.config import BINARY_DIR_ENV, COLLECTION_ENV, STORE_FOLDER, IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
 from codeqa.retrieval.stores import weaviate_server
 from codeqa.retrieval.stores.protocol import chunk_to_row
 from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import (
-    BINARY_DIR_ENV,
-    COLLECTION_ENV,
     EMBEDDED_DATA_FOLDER,
     INSTALL_COMMAND,
     LOCK_NAME,

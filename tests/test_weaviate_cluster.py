@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import API_KEY_ENV, IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import check_index
 from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
-from codeqa.retrieval.stores.weaviate_server import API_KEY_ENV, resolve_target
+from codeqa.retrieval.stores.weaviate_server import resolve_target
 from generated_repo import WORDS, write_generated_repo
 from weaviate_backend import wait_for, weaviate_binary
 from weaviate_cluster import READY_TIMEOUT_SECONDS, Node, WeaviateCluster

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import COLLECTION_ENV, IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
-from codeqa.retrieval.stores.weaviate_server import COLLECTION_ENV
 from codeqa.tui.cli import main
 from codeqa.tui.settings import load_settings
 from conftest import JSON_FILES, JSON_PACKAGE

@@ -22,12 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import API_KEY_ENV, IndexSettings
 from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.stores.protocol import Store
 from codeqa.retrieval.stores.weaviate import drop_weaviate_index, open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import (
-    API_KEY_ENV,
     EMBEDDED_ENVIRONMENT,
     INSTALL_COMMAND,
     SERVER_VERSION,

@@ -25,9 +25,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeqa.retrieval.config import RANKERS, STORE_BACKENDS, IndexSettings
+from codeqa.retrieval.config import (
+    API_KEY_ENV,
+    BINARY_DIR_ENV,
+    COLLECTION_ENV,
+    RANKERS,
+    STORE_BACKENDS,
+    IndexSettings,
+)
 from codeqa.retrieval.errors import ConfigError
-from codeqa.retrieval.stores.weaviate_server import API_KEY_ENV, BINARY_DIR_ENV, COLLECTION_ENV
 
 if TYPE_CHECKING:  # the agent package loads LangGraph: imported when a command answers
     from codeqa.agent.settings import AgentSettings

@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import Stemmer
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import COLLECTION_ENV, IndexSettings
 from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
 from codeqa.retrieval.records import Chunk, RepositoryHit, SearchHit, SearchMode
 from codeqa.retrieval.search.fusion import HYBRID_DEPTH
@@ -67,7 +67,6 @@ from codeqa.retrieval.stores.protocol import (
     unique_by_id,
 )
 from codeqa.retrieval.stores.weaviate_server import (
-    COLLECTION_ENV,
     DEFAULT_COLLECTION_PREFIX,
     ServerTimeouts,
     WeaviateTarget,

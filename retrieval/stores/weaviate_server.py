@@ -26,18 +26,18 @@ from types import MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from codeqa.retrieval.config import STORE_FOLDER, IndexSettings
+from codeqa.retrieval.config import (
+    API_KEY_ENV,
+    BINARY_DIR_ENV,
+    COLLECTION_ENV,
+    STORE_FOLDER,
+    IndexSettings,
+)
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
 from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 
 if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first connection
     from weaviate import WeaviateClient
-
-# The environment variables of the Weaviate settings, read at the edge (tui/settings.py) into
-# IndexSettings; the API key is a secret, so only the environment may hold it.
-API_KEY_ENV = "WEAVIATE_API_KEY"
-COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a team's own collection, instead of the default
-BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
 
 EMBEDDED_DATA_FOLDER = "weaviate"  # under the index's store folder
 EMBEDDED_NODE_NAME = "codeqa"  # the embedded server's one node: the same on every start

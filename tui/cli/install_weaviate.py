@@ -6,8 +6,8 @@ import argparse
 import sys
 import time
 
+from codeqa.retrieval.config import BINARY_DIR_ENV
 from codeqa.retrieval.stores.weaviate_server import (
-    BINARY_DIR_ENV,
     SERVER_VERSION,
     binary_dir,
     build_server_binary,
