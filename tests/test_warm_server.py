@@ -255,6 +255,18 @@ def test_the_server_answers_only_the_index_it_holds(indexed, warm, tmp_path, cap
     capsys.readouterr()
 
 
+def test_a_client_resolving_another_weaviate_collection_is_not_answered_from_this_one(
+    tmp_path, monkeypatch
+):
+    # The collection is the index (the team's, or the default one); the environment a
+    # resident server started in must not answer for a client that resolved another.
+    flags = {"store": "weaviate", "weaviate_url": "http://weaviate:8080"}
+    monkeypatch.setenv("CODEQA_WEAVIATE_COLLECTION", "Team_A")
+    team_a = index_key(tmp_path, load_settings(None, flags).index)
+    monkeypatch.setenv("CODEQA_WEAVIATE_COLLECTION", "Team_B")
+    assert index_key(tmp_path, load_settings(None, flags).index) != team_a
+
+
 @pytest.mark.parametrize(
     "line",
     [
