@@ -214,9 +214,7 @@ def test_without_go_the_server_build_says_what_to_install(tmp_path: Path, monkey
 
 
 @pytest.mark.slow
-def test_embedded_weaviate_keeps_its_data_in_the_index_folder_across_restarts(
-    tmp_path: Path, monkeypatch
-):
+def test_embedded_weaviate_keeps_its_data_in_the_index_folder_across_restarts(tmp_path: Path):
     settings = IndexSettings(store="weaviate", weaviate_binary_dir=weaviate_binary().parent)
     index = tmp_path / "index"
     piece = Chunk(
