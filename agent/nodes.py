@@ -12,7 +12,7 @@ from codeqa.agent.evidence import TokenCounter, build_evidence
 from codeqa.agent.links import defang_links, links_note
 from codeqa.agent.llm import LLMClient, TokenCallback
 from codeqa.agent.offline import offline_draft
-from codeqa.agent.planner import key_phrase, plan_offline, plan_with_model
+from codeqa.agent.planner import asked_graph_queries, key_phrase, plan_offline, plan_with_model
 from codeqa.agent.prompts import (
     SEARCH_REQUEST_PREFIX,
     TokenCutter,
@@ -42,6 +42,11 @@ QUERY_WEIGHTS = {
     # What a symbol calls is context for it, not usually the answer itself.
     QueryKind.CALLEES: 0.5,
 }
+# "Who calls X?" is answered by the callers list, not by X's definition; but the definition
+# is found by the symbol lookup and both searches too (three lists at rank one: 3/61), and
+# one list's call sites lost to it. Weighing the callers the question asks for 4, their
+# first twenty (4/(60+20)) lead. A callers list the model plans on its own stays context.
+ASKED_CALLERS_WEIGHT = 4.0
 CHUNKS_PER_PATH_QUERY = 3
 
 
@@ -90,11 +95,13 @@ def retrieve(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     if state.get("hits"):
         ranked_lists.append((1.0, state["hits"]))  # earlier rounds keep their place
     question_hits = state.get("question_hits")
+    asked = {q for q in asked_graph_queries(state["question"]) if q.kind is QueryKind.CALLERS}
     for query in state.get("queries", []):
         found = _run(query, context)
         if question_hits is None and _is_the_question(query, state["question"]):
             question_hits = found
-        ranked_lists.append((QUERY_WEIGHTS[query.kind], found))
+        weight = ASKED_CALLERS_WEIGHT if query in asked else QUERY_WEIGHTS[query.kind]
+        ranked_lists.append((weight, found))
     fused = fuse(ranked_lists)[: context.settings.evidence_hits]
     searched = state.get("searched", []) + [str(q) for q in state.get("queries", [])]
     return {

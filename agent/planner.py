@@ -89,7 +89,7 @@ def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) ->
     for word in _WORD.findall(_without_paths(question)):
         if looks_like_identifier(word):
             exact.append(Query(QueryKind.SYMBOL, word.removesuffix("()")))
-    exact.extend(_graph_queries(question))
+    exact.extend(asked_graph_queries(question))
     searches = [Query(QueryKind.SEARCH, question.strip())]
     phrase = key_phrase(question)
     if phrase and phrase != question.strip():
@@ -101,7 +101,8 @@ def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) ->
     return _unique(exact + searches)[:limit]
 
 
-def _graph_queries(question: str) -> list[Query]:
+def asked_graph_queries(question: str) -> list[Query]:
+    """The code graph's lists the question itself asks for: "who calls X?", "what does X call?"."""
     queries = []
     for pattern, kind in ((_CALLERS_OF, QueryKind.CALLERS), (_CALLEES_OF, QueryKind.CALLEES)):
         for match in pattern.finditer(question):

@@ -230,6 +230,15 @@ def test_who_calls_a_function_cites_its_call_site(assistant):
     assert call_sites, [hit.chunk.location for hit in answer.sources]
 
 
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_who_calls_a_function_is_answered_by_a_call_site_before_its_definition(assistant):
+    # The definition is found by three of the four searches, the call site by the graph's.
+    answer = assistant.ask("Who calls _make_iterencode?")
+    first = answer.sources[0].chunk
+    assert "_make_iterencode(" in first.text, first.location
+    assert first.symbol == "JSONEncoder.iterencode", first.location
+
+
 class _LimitsRecorded:
     """The index, noting how many hits each search asks for."""
 
