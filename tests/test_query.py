@@ -217,3 +217,9 @@ def test_names_come_in_the_order_the_question_writes_them():
     analysis = analyze_query("Does merge_setting() see `Session.request` before HTTPAdapter.send?")
     where = analysis.symbols.index
     assert where("merge_setting") < where("Session.request") < where("HTTPAdapter.send")
+
+
+def test_a_name_led_by_an_acronym_is_a_symbol_and_a_plural_acronym_is_not():
+    analysis = analyze_query("Why does TLSServer raise HTTPError for the URLs and IDs it reads?")
+    assert {"TLSServer", "HTTPError"} <= set(analysis.symbols)
+    assert not {"URLs", "IDs"} & set(analysis.symbols)

@@ -57,8 +57,9 @@ _IDENTIFIER = re.compile(_NAME)
 _ONE_NAME = re.compile(rf"{_NAME}(?:\.{_NAME})*(?:\(\))?")
 # snake_case with a letter on each side of an underscore, or dunder names.
 _SNAKE = re.compile(r"^_*[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+_*$|^__\w+__$")
-# CamelCase/PascalCase with a lower-case letter followed later by an upper-case one.
-_CAMEL = re.compile(r"^\$?[A-Za-z]+[a-z0-9][A-Z][A-Za-z0-9$]*$")
+# CamelCase/PascalCase with a lower-case letter followed later by an upper-case one, or led
+# by an acronym (HTTPError, TLSServer, ETag); a plural acronym (URLs, IDs) is a word.
+_CAMEL = re.compile(r"^\$?(?:[A-Za-z]+[a-z0-9][A-Z]|[A-Z]{2,}[a-z]{2})[A-Za-z0-9$]*$")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _TRACEBACK_LINE = re.compile(r"^\s*(?:File \"|Traceback \(most recent|\^+\s*$|>>> |\$ )")
 
