@@ -202,8 +202,9 @@ def _symbols(text: str) -> tuple[str, ...]:
 
 
 def _phrases(text: str) -> tuple[str, ...]:
-    """Text in backticks or quotes, in the order written, other than one name or one path
-    (those are symbols and paths)."""
+    """Text in backticks or quotes, in the order written, but for one name or one path: those
+    are symbols and paths where they read as code, and a quoted plain word ("link") is too
+    common to find as written."""
     found = [(m.start(), m[1]) for m in _BACKTICKED.finditer(text)]
     found += [(m.start(), m[1] or m[2]) for m in _QUOTED.finditer(text)]
     found.sort(key=lambda item: item[0])
