@@ -1,8 +1,10 @@
 """Turn a question (and the conversation so far) into searches: exact terms and paraphrases.
 
 The rule-based planner always runs; it catches what a model tends to paraphrase away
-(identifiers, quoted strings, paths, error messages). With a model configured, its
-paraphrases and guesses are added on top.
+(identifiers, quoted strings, paths, error messages). What the question names is read by
+search's own query analysis (`analyze_query`), so the planner looks up exactly the names and
+files that search lifts; the planner only decides which searches to run. With a model
+configured, its paraphrases and guesses are added on top.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from codeqa.agent.answer import Usage
 from codeqa.agent.llm import LLMClient
 from codeqa.agent.prompts import planner_messages
 from codeqa.agent.state import Query, QueryKind, Turn
-from codeqa.retrieval.search.query import SOURCE_EXTENSIONS
+from codeqa.retrieval.search.query import analyze_query
 
 # Words too common in questions to be worth a search of their own.
 STOPWORDS = frozenset(
@@ -42,11 +44,8 @@ _POINTING_VERBS = frozenset(
     changes change reads read writes write imports import handles handle""".split()
 )
 
-_QUOTED = re.compile(r"`([^`\n]{2,120})`|\"([^\"\n]{3,120})\"|'([^'\n]{3,120})'")
-_TRACEBACK_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\w+))?')
-_ERROR_LINE = re.compile(
-    r"^\s*(?P<type>[A-Z]\w*(?:Error|Exception|Warning))\s*:\s*(?P<msg>.+)$", re.M
-)
+# An error message is grepped by its start: a long one is often cut or wrapped where pasted.
+ERROR_GREP_CHARS = 80
 # "Who calls X?", "callers of X", "where is X used?" ask for the code graph's call sites;
 # "what does X call?" for the calls X makes.
 _CALLERS_OF = re.compile(
@@ -58,37 +57,16 @@ _CALLERS_OF = re.compile(
 _CALLEES_OF = re.compile(
     r"\bwhat\s+(?:does|do)\s+`?(?P<name>[\w.]+)`?(?:\(\))?\s+(?:call|invoke)\b", re.I
 )
-_PATH = re.compile(rf"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:{SOURCE_EXTENSIONS}))\b")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?")
-
-
-def looks_like_identifier(word: str) -> bool:
-    """snake_case, camelCase/PascalCase with two humps, dotted.names, or call()."""
-    bare = word.removesuffix("()")
-    if word.endswith("()") or "_" in bare.strip("_") or "." in bare:
-        return any(ch.isalpha() for ch in bare)
-    return bool(re.search(r"[a-z][A-Z]|[A-Z]{2}[a-z]", bare))
 
 
 def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) -> list[Query]:
     """Searches for `question` from its text alone: exact terms first, then key phrases."""
-    exact: list[Query] = []
-    for frame in _TRACEBACK_FRAME.finditer(question):
-        exact.append(Query(QueryKind.PATH, frame.group("path"), int(frame.group("line"))))
-        if frame.group("func"):
-            exact.append(Query(QueryKind.SYMBOL, frame.group("func")))
-    for error in _ERROR_LINE.finditer(question):
-        exact.append(Query(QueryKind.GREP, error.group("msg").strip()[:80]))
-        exact.append(Query(QueryKind.SYMBOL, error.group("type")))
-    for match in _QUOTED.finditer(question):
-        quoted = next(group for group in match.groups() if group)
-        exact.extend(_exact_terms(quoted))
-    for match in _PATH.finditer(question):
-        if not _TRACEBACK_FRAME.search(question) or match.group(1) not in question:
-            exact.append(Query(QueryKind.PATH, match.group(1)))
-    for word in _WORD.findall(_without_paths(question)):
-        if looks_like_identifier(word):
-            exact.append(Query(QueryKind.SYMBOL, word.removesuffix("()")))
+    analysis = analyze_query(question)
+    exact = [Query(QueryKind.PATH, frame.path, frame.line) for frame in analysis.frames]
+    exact.extend(Query(QueryKind.GREP, e.message[:ERROR_GREP_CHARS]) for e in analysis.errors)
+    exact.extend(Query(QueryKind.GREP, phrase) for phrase in analysis.phrases)
+    exact.extend(Query(QueryKind.PATH, path) for path in analysis.paths)
+    exact.extend(Query(QueryKind.SYMBOL, symbol) for symbol in analysis.symbols)
     exact.extend(asked_graph_queries(question))
     searches = [Query(QueryKind.SEARCH, question.strip())]
     phrase = key_phrase(question)
@@ -110,19 +88,6 @@ def asked_graph_queries(question: str) -> list[Query]:
             if name.lower() not in STOPWORDS:
                 queries.append(Query(kind, name))
     return queries
-
-
-def _exact_terms(quoted: str) -> list[Query]:
-    text = quoted.strip()
-    if _PATH.fullmatch(text):
-        return [Query(QueryKind.PATH, text)]
-    if _WORD.fullmatch(text):
-        return [Query(QueryKind.SYMBOL, text.removesuffix("()"))]
-    return [Query(QueryKind.GREP, text)]
-
-
-def _without_paths(text: str) -> str:
-    return _PATH.sub(" ", _TRACEBACK_FRAME.sub(" ", text))
 
 
 def key_phrase(text: str) -> str:

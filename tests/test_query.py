@@ -189,3 +189,37 @@ def test_the_chunk_holding_the_asked_symbols_definition_moves_up_unless_its_name
         )
         == 0.0
     )
+
+
+def test_a_traceback_frame_keeps_its_line_and_an_error_line_its_type_and_message():
+    analysis = analyze_query(ISSUE + '  File "app/cli.py", line 3, in <module>\n')
+    assert [(f.path, f.line, f.function) for f in analysis.frames] == [
+        ("/Library/Python/2.7/site-packages/requests/sessions.py", 335, "request"),
+        ("/Library/Python/2.7/site-packages/requests/adapters.py", 292, "send"),
+        ("app/cli.py", 3, "<module>"),
+    ]
+    assert "<module>" not in analysis.symbols  # the frame names no function of the code
+    assert [(e.type, e.message) for e in analysis.errors] == [
+        ("UnicodeDecodeError", "'ascii' codec can't decode byte 0xcf")
+    ]
+
+
+def test_quoted_text_other_than_one_name_or_path_is_a_phrase_to_find_as_written():
+    analysis = analyze_query(
+        'Why do I get "Expecting property name" from `json.loads` in "decoder.py"? '
+        "The session's docs and the adapter's docs say nothing."
+    )
+    assert analysis.phrases == ("Expecting property name",)  # an apostrophe quotes nothing
+    assert "json.loads" in analysis.symbols and "decoder.py" in analysis.paths
+
+
+def test_names_come_in_the_order_the_question_writes_them():
+    analysis = analyze_query("Does merge_setting() see `Session.request` before HTTPAdapter.send?")
+    where = analysis.symbols.index
+    assert where("merge_setting") < where("Session.request") < where("HTTPAdapter.send")
+
+
+def test_a_name_led_by_an_acronym_is_a_symbol_and_a_plural_acronym_is_not():
+    analysis = analyze_query("Why does TLSServer raise HTTPError for the URLs and IDs it reads?")
+    assert {"TLSServer", "HTTPError"} <= set(analysis.symbols)
+    assert not {"URLs", "IDs"} & set(analysis.symbols)
