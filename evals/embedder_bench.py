@@ -27,8 +27,10 @@ from typing import Any
 import numpy as np
 from codeqa.evals.dataset import Question, load_dataset
 from codeqa.evals.metrics import QuestionScores, RankedResult, score_question, summarise
+from codeqa.retrieval.config import model_cache_dir
 from codeqa.retrieval.embedders.registry import Embedder, embedding_text, load_embedder
 from codeqa.retrieval.records import Chunk, ChunkKind
+from codeqa.tui.settings import user_cache_root
 
 TOP_K = 10
 WINDOW_LINES = 50
@@ -131,8 +133,8 @@ def make_embedder(spec: str) -> Embedder:
         values = [int(p) for p in params]
         names = ("max_tokens", "tokens_per_batch", "threads")
         kwargs: dict[str, Any] = dict(zip(names, values, strict=False))
-        return OnnxEmbedder(**kwargs)
-    return load_embedder(spec)
+        return OnnxEmbedder(**kwargs, model_cache=model_cache_dir(user_cache_root()))
+    return load_embedder(spec, model_cache_dir(user_cache_root()))
 
 
 def embed_timed(
@@ -273,7 +275,7 @@ def roofline(texts: list[str]) -> dict[str, object]:
     }
     baseline: np.ndarray | None = None
     for form in (None, FUSED_FP32, FUSED_Q8_QKV_FFN_IN, FUSED_Q8_ALL):
-        embedder = OnnxEmbedder(form=form)
+        embedder = OnnxEmbedder(form=form, model_cache=model_cache_dir(user_cache_root()))
         embedder.embed(texts[:16])  # load and warm up
         vectors, wall, cpu = embed_timed(embedder, texts, None)
         if baseline is None:

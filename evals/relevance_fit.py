@@ -37,6 +37,7 @@ from codeqa.retrieval.search.relevance import (
     RELEVANCE_THRESHOLD,
     assess_relevance,
 )
+from codeqa.tui.settings import user_cache_root
 
 MAX_FALSE_ALARMS = 0.02
 
@@ -51,7 +52,7 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
     for position, question in enumerate(questions):
         by_corpus.setdefault(question.corpus, []).append(position)
     found: dict[int, tuple[float, float, float, float]] = {}
-    base = IndexSettings(vector_cache=index_root / "vectors.sqlite")
+    base = IndexSettings(vector_cache=index_root / "vectors.sqlite", cache_root=user_cache_root())
     for corpus, positions in by_corpus.items():
         settings = replace(base, index_dir=index_root / corpus)
         with open_index(corpora / corpus, settings) as index:

@@ -258,7 +258,7 @@ def corpus_index_settings(
     if options.index_root is None:
         if not variant:
             return base
-        default = index_dir_for(repo.expanduser().resolve(), base.index_dir)
+        default = index_dir_for(repo.expanduser().resolve(), base)
         return replace(base, index_dir=default.with_name(default.name + variant))
     # One vector cache for all corpora: releases of one project share most chunks.
     cache = base.vector_cache or options.index_root / "vectors.sqlite"

@@ -38,6 +38,7 @@ from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.search.learned import FEATURE_NAMES, MODEL_FORMAT, candidate_features
 from codeqa.retrieval.search.rerank import rerank
+from codeqa.tui.settings import user_cache_root
 
 # Results scored per question, as `codeqa eval` keeps them.
 RESULTS_PER_QUESTION = 10
@@ -143,7 +144,9 @@ def collect_candidates(
     collected: list[QuestionCandidates] = []
     for corpus, corpus_questions in group_by_corpus(questions).items():
         repo = locator.path_for(corpus)
-        settings = corpus_index_settings(IndexSettings(), options, corpus, repo)
+        # The user's cache folder, as `codeqa index` resolves it: derived models are reused.
+        base = IndexSettings(cache_root=user_cache_root())
+        settings = corpus_index_settings(base, options, corpus, repo)
         started = time.perf_counter()
         build_index(repo, settings, embed=mode is not SearchMode.BM25)
         index = open_index(repo, settings)

@@ -37,11 +37,16 @@ COLLECTION_ENV = "CODEQA_WEAVIATE_COLLECTION"  # a team's own collection, instea
 BINARY_DIR_ENV = "CODEQA_WEAVIATE_BINARY_DIR"  # where the embedded server binary lives
 
 
+def default_cache_root() -> Path:
+    """codeqa's cache folder for settings no edge resolved: ~/.cache/codeqa."""
+    return Path.home() / ".cache" / "codeqa"
+
+
 @dataclass(frozen=True, slots=True)
 class IndexSettings:
     """How to build and open a repository's index; resolved once at the CLI."""
 
-    index_dir: Path | None = None  # None: a folder per repo in the user cache dir
+    index_dir: Path | None = None  # None: a folder per repo under cache_root/indexes
     embed_model: str | None = None  # None: the offline default (or what the index was built with)
     store: str = "lancedb"
     max_file_bytes: int = 1_000_000
@@ -57,6 +62,11 @@ class IndexSettings:
     # Where the embedded server's binary lives; None: weaviate-client's own folder.
     weaviate_binary_dir: Path | None = None
     vector_cache: Path | None = None  # None: shared per user, or inside an explicit index_dir
+    # codeqa's own cache folder: the default index folders (indexes/), the vector cache they
+    # share and the models derived on first use (models/). The edge resolves it
+    # (tui/settings.py: platformdirs' rule, which follows $XDG_CACHE_HOME); the default is
+    # that rule's answer on Linux with no variable set, for settings built directly (tests).
+    cache_root: Path = field(default_factory=default_cache_root)
     # How files are cut (chunker.CHUNK_STRATEGIES); "windows" exists for ablations.
     chunker: str = "three-tier"
     # How the store's candidates are ordered (RANKERS): the hand-tuned terms of
@@ -82,22 +92,22 @@ def vector_cache_path(settings: IndexSettings, index_dir: Path) -> Path:
     if settings.vector_cache is not None:
         return settings.vector_cache
     if settings.index_dir is None:
-        return default_index_root().parent / VECTOR_CACHE_NAME
+        return settings.cache_root / VECTOR_CACHE_NAME
     return index_dir / VECTOR_CACHE_NAME
 
 
-def default_index_root() -> Path:
-    import platformdirs
+def model_cache_dir(cache_root: Path) -> Path:
+    """Where models derived from a packaged one (embedders/onnx.py) are kept."""
+    return cache_root / "models"
 
-    return Path(platformdirs.user_cache_dir("codeqa")) / "indexes"
 
-
-def index_dir_for(repo_root: Path, override: Path | None) -> Path:
-    """The folder holding one repository's index: `override`, or one named after the repo."""
-    if override is not None:
-        return override.expanduser().resolve()
+def index_dir_for(repo_root: Path, settings: IndexSettings) -> Path:
+    """The folder holding one repository's index: `settings.index_dir`, or one named after
+    the repository under the cache folder's `indexes/`."""
+    if settings.index_dir is not None:
+        return settings.index_dir.expanduser().resolve()
     digest = hashlib.sha1(str(repo_root).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    return default_index_root() / f"{repo_root.name or 'root'}-{digest}"
+    return settings.cache_root / "indexes" / f"{repo_root.name or 'root'}-{digest}"
 
 
 # Inside the index folder, the store subfolder (LanceDB's table, or embedded Weaviate's data);

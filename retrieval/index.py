@@ -16,6 +16,7 @@ import numpy as np
 from codeqa.retrieval.config import (
     IndexSettings,
     index_dir_for,
+    model_cache_dir,
     vector_cache_path,
 )
 from codeqa.retrieval.discovery.walk import read_repo_file
@@ -131,7 +132,9 @@ class Index:
     def embedder(self) -> Embedder:
         """Loaded on first use: keyword-only searches never pay for the model."""
         if self._embedder is None:
-            self._embedder = load_embedder(self.manifest.embedder_name)
+            self._embedder = load_embedder(
+                self.manifest.embedder_name, model_cache_dir(self._settings.cache_root)
+            )
         return self._embedder
 
     @property
@@ -420,7 +423,7 @@ def open_index(
     sooner on 2 cores. Without it the model loads on first use, as keyword-only use wants.
     """
     root = resolve_repo(repo)
-    directory = index_dir_for(root, settings.index_dir)
+    directory = index_dir_for(root, settings)
     manifest = Manifest.load(directory)
     if manifest is None:
         raise IndexNotFound(f"{root} has no index yet; build it with: codeqa index {root}")

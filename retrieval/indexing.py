@@ -33,6 +33,7 @@ from codeqa.retrieval.config import (
     STORE_FOLDER,
     IndexSettings,
     index_dir_for,
+    model_cache_dir,
     vector_cache_path,
 )
 from codeqa.retrieval.discovery.root import git_head
@@ -215,7 +216,7 @@ def build_index(
     """
     started = time.perf_counter()
     root = resolve_repo(repo)
-    directory = index_dir_for(root, settings.index_dir)
+    directory = index_dir_for(root, settings)
     notify = progress or (lambda event: None)
     try:
         limits = ChunkLimits(strategy=settings.chunker)
@@ -229,7 +230,8 @@ def build_index(
         manifest = Manifest.load(directory)
         _mark(directory)
         embedder = load_embedder(
-            settings.embed_model or (manifest.embedder_name if manifest else None)
+            settings.embed_model or (manifest.embedder_name if manifest else None),
+            model_cache_dir(settings.cache_root),
         )
         if manifest is None:
             manifest = Manifest(
@@ -639,7 +641,7 @@ class IndexHealth:
 def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
     """Read the index of `repo` and say what is wrong with it, without changing it."""
     root = resolve_repo(repo)
-    directory = index_dir_for(root, settings.index_dir)
+    directory = index_dir_for(root, settings)
     fix = f"codeqa index {root}"
     try:
         manifest = Manifest.load(directory)

@@ -49,7 +49,7 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
     from codeqa.retrieval.indexing import LOCK_NAME, discover_options, resolve_repo
 
     root = resolve_repo(root)
-    directory = index_dir_for(root, settings.index_dir)
+    directory = index_dir_for(root, settings)
     manifest = Manifest.load(directory)
     if manifest is None:
         raise IndexNotFound(f"{root} has no index yet; build it with: codeqa index {root}")

@@ -1,7 +1,8 @@
 """Settings are resolved once, at the edge (tui/settings.py, the CLI), and passed down.
 
-retrieval/ and agent/ never read the environment behind their caller's back: what an index
-opens is what the settings it was given say, whatever the environment says by then.
+retrieval/ and agent/ never read the environment behind their caller's back, themselves or
+through platformdirs: what an index opens is what the settings it was given say, whatever
+the environment says by then.
 """
 
 from __future__ import annotations
@@ -10,9 +11,21 @@ import ast
 import socket
 from pathlib import Path
 
+import platformdirs
 import pytest
-from codeqa.retrieval.config import API_KEY_ENV, BINARY_DIR_ENV, COLLECTION_ENV, IndexSettings
+from codeqa.retrieval.config import (
+    API_KEY_ENV,
+    BINARY_DIR_ENV,
+    COLLECTION_ENV,
+    VECTOR_CACHE_NAME,
+    IndexSettings,
+    index_dir_for,
+    model_cache_dir,
+    vector_cache_path,
+)
 from codeqa.retrieval.errors import StoreUnavailable
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.stores import weaviate_server
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import binary_dir, embedded_binary_file, resolve_target
@@ -21,6 +34,8 @@ from codeqa.tui.settings import load_settings
 PACKAGE = Path(__file__).parents[1]  # the codeqa package: the repository's root
 INNER_ROOMS = ("retrieval", "agent")
 ENVIRONMENT_READERS = frozenset({"environ", "environb", "getenv", "getenvb"})
+# Libraries that read the environment for their caller: platformdirs reads $XDG_CACHE_HOME.
+READING_LIBRARIES = frozenset({"platformdirs"})
 
 # (module, function) -> why it may touch the environment. Nothing here reads a setting.
 ALLOWED = {
@@ -35,7 +50,8 @@ ALLOWED = {
 
 
 def environment_reads(source: str) -> list[tuple[str, int]]:
-    """(enclosing function, line) of each `os.environ`, `os.getenv` or `environ` in `source`."""
+    """(enclosing function, line) of each `os.environ`, `os.getenv` or `environ` in `source`,
+    and of each import of a library that reads the environment (READING_LIBRARIES)."""
     found: list[tuple[str, int]] = []
 
     def visit(node: ast.AST, function: str) -> None:
@@ -49,6 +65,10 @@ def environment_reads(source: str) -> list[tuple[str, int]]:
             or isinstance(node, ast.ImportFrom)
             and node.module == "os"
             and any(alias.name in ENVIRONMENT_READERS for alias in node.names)
+            or isinstance(node, ast.Import)
+            and any(alias.name.split(".")[0] in READING_LIBRARIES for alias in node.names)
+            or isinstance(node, ast.ImportFrom)
+            and (node.module or "").split(".")[0] in READING_LIBRARIES
         )
         if reads:
             found.append((function, getattr(node, "lineno", 0)))
@@ -81,6 +101,9 @@ def test_retrieval_and_agent_read_no_environment_but_the_listed_exceptions():
         "import os\nx = os.getenv('A')",
         "from os import environ\n",
         "def f(environ):\n    return environ['A']",
+        "def f():\n    import platformdirs\n    return platformdirs.user_cache_dir('x')",
+        "from platformdirs import user_cache_dir\n",
+        "import platformdirs.unix\n",
     ],
 )
 def test_the_scan_sees_each_way_of_reading_the_environment(source: str):
@@ -118,6 +141,37 @@ def test_without_settings_the_binary_is_where_weaviate_client_keeps_it(
 ):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # only the edge reads it
     assert binary_dir(IndexSettings()) == Path.home() / ".cache" / "weaviate-embedded"
+
+
+def test_the_cache_folder_is_resolved_at_the_edge_and_kept_whatever_the_environment_says_later(
+    small_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-user-config"))
+    monkeypatch.delenv("CODEQA_INDEX_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    settings = load_settings(small_repo).index
+    resolved = tmp_path / "cache" / "codeqa"
+    # Where indexes were kept before the edge resolved the folder: users keep their indexes.
+    assert settings.cache_root == resolved == Path(platformdirs.user_cache_dir("codeqa"))
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "later-cache"))
+    index_dir = index_dir_for(small_repo.resolve(), settings)
+    assert index_dir.parent == resolved / "indexes"
+    assert vector_cache_path(settings, index_dir) == resolved / VECTOR_CACHE_NAME
+    assert model_cache_dir(settings.cache_root) == resolved / "models"
+    build_index(small_repo, settings, embed=False)
+    with open_index(small_repo, settings) as index:
+        assert index.directory == index_dir
+        assert getattr(index.embedder, "model_cache", None) == resolved / "models"
+    assert (index_dir / "manifest.json").is_file()
+    assert not (tmp_path / "later-cache").exists()
+
+
+def test_settings_built_without_the_edge_use_the_default_cache_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # only the edge reads it
+    assert IndexSettings().cache_root == Path.home() / ".cache" / "codeqa"
 
 
 def _closed_port() -> int:

@@ -119,6 +119,15 @@ def user_config_path() -> Path:
     return base / "codeqa" / CONFIG_FILE_NAME
 
 
+def user_cache_root() -> Path:
+    """codeqa's cache folder (IndexSettings.cache_root): platformdirs' user cache folder,
+    $XDG_CACHE_HOME/codeqa or ~/.cache/codeqa on Linux; read from this process's environment,
+    as the user's config file is (user_config_path)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("codeqa"))
+
+
 def load_settings(
     repo: Path | None,
     overrides: Mapping[str, object | None] | None = None,
@@ -160,7 +169,7 @@ def load_settings(
     for key, value in (overrides or {}).items():
         if value is not None:
             values[key] = value
-    settings = _build(values, tuple(warnings))
+    settings = _build(values, tuple(warnings), user_cache_root())
     if settings.index.weaviate_binary_dir is None and environ.get("XDG_CACHE_HOME"):
         # weaviate-client's own rule for its binary folder: $XDG_CACHE_HOME's value as is,
         # else ~/.cache/weaviate-embedded (what an unset setting means: weaviate_server.py).
@@ -279,7 +288,7 @@ def _whole_number(key: str, value: object, origin: str) -> int:
     return number
 
 
-def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
+def _build(values: dict[str, object], warnings: tuple[str, ...], cache_root: Path) -> Settings:
     store = str(values.get("store", "lancedb"))
     if store not in STORE_BACKENDS:
         raise ConfigError(f"unknown store {store!r}; choose one of: {', '.join(STORE_BACKENDS)}")
@@ -300,6 +309,7 @@ def _build(values: dict[str, object], warnings: tuple[str, ...]) -> Settings:
         weaviate_collection=values.get("weaviate_collection") or None,  # type: ignore[arg-type]
         weaviate_api_key=values.get("weaviate_api_key") or None,  # type: ignore[arg-type]
         weaviate_binary_dir=Path(str(binary_dir)).expanduser() if binary_dir else None,
+        cache_root=cache_root,
     )
     if "max_file_bytes" in values:
         max_file_bytes = _whole_number("max_file_bytes", values["max_file_bytes"], "settings")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from codeqa.retrieval.config import default_cache_root, model_cache_dir
 from codeqa.retrieval.embedders.model_files import (
     bundled_file,
     derived_file,
@@ -148,7 +149,8 @@ class OnnxEmbedder:
         """`model_path` replaces the packaged file (it must still have the pinned sha256).
 
         `form` None runs the packaged graph as it is (the reference); a form is derived
-        from it once and kept in `model_cache` (default: codeqa's user cache).
+        from it once and kept in `model_cache` (config.model_cache_dir of the cache folder the
+        settings name; default: that of config.default_cache_root).
         """
         self.spec = spec
         self.form = form
@@ -254,9 +256,7 @@ def _derived_model(
 ) -> Path:
     """The cached file of `form`, derived from the verified `packaged` model when absent."""
     if cache is None:
-        import platformdirs
-
-        cache = Path(platformdirs.user_cache_dir("codeqa")) / "models"
+        cache = model_cache_dir(default_cache_root())
 
     def derive() -> bytes:
         import onnx  # only needed once per form and machine

@@ -9,6 +9,7 @@ imported only when chosen, so `codeqa search` pays for the one it uses.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -58,19 +59,19 @@ def embedding_text(chunk: Chunk) -> str:
     return text[:EMBEDDING_TEXT_MAX_CHARS]
 
 
-def _minilm_int8() -> Embedder:
+def _minilm_int8(model_cache: Path | None) -> Embedder:
     from codeqa.retrieval.embedders.onnx import OnnxEmbedder
 
-    return OnnxEmbedder()
+    return OnnxEmbedder(model_cache=model_cache)
 
 
-def _minilm_int8_fast() -> Embedder:
+def _minilm_int8_fast(model_cache: Path | None) -> Embedder:
     from codeqa.retrieval.embedders.onnx import FUSED_Q8_QKV_FFN_IN, OnnxEmbedder
 
-    return OnnxEmbedder(form=FUSED_Q8_QKV_FFN_IN)
+    return OnnxEmbedder(form=FUSED_Q8_QKV_FFN_IN, model_cache=model_cache)
 
 
-def _wordllama() -> Embedder:
+def _wordllama(model_cache: Path | None) -> Embedder:  # its vectors ship ready to use
     from codeqa.retrieval.embedders.static import StaticEmbedder
 
     return StaticEmbedder()
@@ -78,7 +79,7 @@ def _wordllama() -> Embedder:
 
 # Short names a user types. The full `.name` of each (what a manifest stores) is
 # matched by building the embedder, which is cheap: models load on first embed.
-_BUNDLED: dict[str, Callable[[], Embedder]] = {
+_BUNDLED: dict[str, Callable[[Path | None], Embedder]] = {
     "minilm-int8": _minilm_int8,
     "minilm-int8-fast": _minilm_int8_fast,
     "wordllama": _wordllama,
@@ -91,17 +92,21 @@ def bundled_embedder_names() -> list[str]:
     return list(_BUNDLED)
 
 
-def load_embedder(name: str | None = None) -> Embedder:
-    """None or "default" → the offline default; a bundled name → it; anything else → litellm."""
+def load_embedder(name: str | None = None, model_cache: Path | None = None) -> Embedder:
+    """None or "default" → the offline default; a bundled name → it; anything else → litellm.
+
+    `model_cache`: where a bundled model keeps what it derives on first use
+    (config.model_cache_dir of the settings' cache folder).
+    """
     key = (name or "").strip() or "default"
     if key == "default":
         key = DEFAULT_EMBEDDER
     factory = _BUNDLED.get(key)
     if factory is not None:
-        return factory()
+        return factory(model_cache)
     if key.startswith(_BUNDLED_NAME_PREFIXES):
         for factory in _BUNDLED.values():
-            embedder = factory()
+            embedder = factory(model_cache)
             if embedder.name == key:
                 return embedder
         raise EmbedderUnavailable(

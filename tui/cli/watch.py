@@ -122,7 +122,7 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
             )
             _stop_when_idle(server, idle_minutes * 60, stop, idle, live.stop_filling_soon)
         batches = change_batches(
-            root, index_dir_for(root, settings.index_dir), stop, discover_options(settings)
+            root, index_dir_for(root, settings), stop, discover_options(settings)
         )
         for _paths in batches:
             started[0] = time.perf_counter()

@@ -141,7 +141,7 @@ class IndexService:
         self._assistant: Assistant | None = None  # built on the first `ask`
         self._assistant_lock = threading.Lock()
         self.repo_root = resolve_repo(repo)
-        self.index_dir = index_dir_for(self.repo_root, settings.index.index_dir)
+        self.index_dir = index_dir_for(self.repo_root, settings.index)
         self.live = LiveIndex(repo, settings.index, fill=True, retry_busy=BUSY_RETRY_SECONDS)
         self.live.subscribe(_warn)
         self._opened = threading.Event()
