@@ -223,8 +223,8 @@ class IndexReport:
     # Reading the code graph's facts (summed over the processes that parsed) and writing it.
     seconds_graph: float = 0.0
     parse_workers: int = 0  # processes that parsed the files (0: this one)
-    # After the vectors (if embedded in the run): rebuilding the full-text index over
-    # exactly the stored rows (indexing._settle_indexes).
+    # Once the chunks are stored: building the full-text index over exactly the stored
+    # rows (indexing._settle_indexes).
     seconds_keyword_index: float = 0.0
     graph_files_read: int = 0
     seconds_total: float = 0.0

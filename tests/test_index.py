@@ -23,6 +23,7 @@ from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import ProgressEvent, SearchMode, UnchangedFile
+from codeqa.retrieval.stores.lancedb import LanceStore
 
 pytestmark = pytest.mark.slow  # builds real indexes with the ONNX model
 
@@ -251,3 +252,35 @@ def test_a_file_written_just_before_it_was_read_gets_no_stamp(small_repo, index_
     # The copies in small_repo were written a moment ago: within RACY_SECONDS.
     build_index(small_repo, settings_for(index_dir))
     assert Manifest.load(index_dir).stamps == {}
+
+
+def test_a_cold_build_builds_the_full_text_index_once_over_every_chunk(
+    small_repo, index_dir, monkeypatch
+):
+    # Several batches, as a large repository has: the index is not built batch by batch.
+    monkeypatch.setattr(index_module, "FILES_PER_BATCH", 2)
+    builds: list[str] = []
+    create, optimize = LanceStore._create_fts_index, LanceStore._optimize_locked
+
+    def counted_create(store: LanceStore) -> None:
+        builds.append(f"created over {store.count()} rows")
+        create(store)
+
+    def counted_optimize(store: LanceStore) -> None:
+        # An optimize folds the rows an existing index lacks into it: a rebuild in LanceDB.
+        if store._has_fts_index and store.unindexed_rows():
+            builds.append(f"rebuilt for {store.unindexed_rows()} rows")
+        optimize(store)
+
+    monkeypatch.setattr(LanceStore, "_create_fts_index", counted_create)
+    monkeypatch.setattr(LanceStore, "_optimize_locked", counted_optimize)
+    deleted: list[str] = []
+    monkeypatch.setattr(LanceStore, "delete_paths", lambda store, paths: deleted.extend(paths))
+    settings = settings_for(index_dir, embed_model="wordllama")
+    report = build_index(small_repo, settings, embed=False)
+
+    assert builds == [f"created over {report.chunks_total} rows"]
+    assert deleted == []  # a new index has nothing to replace
+    assert top_paths(small_repo, settings, "py_make_scanner", SearchMode.BM25)[0] == (
+        "json/scanner.py"
+    )

@@ -67,12 +67,18 @@ def _expand_word(word: str) -> str:
 
 def code_tokens(text: str) -> list[str]:
     """Expanded tokens of any text: code, a path, a question or an issue with a traceback."""
-    out: list[str] = []
-    for match in _WORD.finditer(text):
-        expanded = _expand_word(match.group())
-        if expanded:
-            out.append(expanded)
-    return " ".join(out).split()
+    return _expanded(text).split()
+
+
+def _expanded(text: str) -> str:
+    """`text`'s expanded tokens, one space apart, joined once.
+
+    Each word's expansion is already one-space-joined tokens, so joining them is the
+    token list joined: splitting and joining again cost a third of a chunk's keyword
+    text (django's 7,285 chunks: 0.91-0.96 s of CPU instead of 1.09-1.45 s, same text).
+    """
+    expansions = (_expand_word(match.group()) for match in _WORD.finditer(text))
+    return " ".join(expanded for expanded in expansions if expanded)
 
 
 def keyword_query(text: str) -> str:
@@ -81,10 +87,10 @@ def keyword_query(text: str) -> str:
     The result only holds [a-z0-9_$./:\\-] tokens separated by spaces, so quotes,
     parentheses, colons and SQL-ish text in the user's query can never reach a parser.
     """
-    return " ".join(code_tokens(text))
+    return _expanded(text)
 
 
 def keyword_text(chunk: Chunk) -> str:
     """What the keyword index sees for a chunk: path, symbol, signature, header, then text."""
     fields = (chunk.path, chunk.symbol or "", chunk.signature or "", chunk.header, chunk.text)
-    return " ".join(" ".join(code_tokens(field)) for field in fields if field)
+    return " ".join(_expanded(field) for field in fields if field)

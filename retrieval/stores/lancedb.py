@@ -138,6 +138,7 @@ class LanceStore:
             ) from None
         self._has_fts_index = self._fts_index_name() is not None
         self._version_optimized = self._table.version  # as far as this object knows
+        self._in_bulk = False  # inside `bulk_writes`: writes leave the indexes alone
 
     # ---- writes -------------------------------------------------------------------------
 
@@ -205,6 +206,21 @@ class LanceStore:
         """Fold unindexed rows into the indexes, compact files and drop old versions."""
         with self._writing():
             self._optimize_locked()
+
+    @contextmanager
+    def bulk_writes(self) -> Iterator[None]:
+        """Writes inside the block leave the full-text index to the `optimize()` after it.
+
+        An indexing run writes a batch at a time and settles the index once at its end;
+        maintained write by write, a cold build of django (5 batches) built the full-text
+        index three times: at the first batch, past `fts_reindex_after_unindexed`, at the
+        end. A table that had no index has none until that `optimize()`.
+        """
+        self._in_bulk = True
+        try:
+            yield
+        finally:
+            self._in_bulk = False
 
     def close(self) -> None:
         # No optimize here: it costs ~2 s on 20k rows, and indexing.py settles the indexes
@@ -384,6 +400,8 @@ class LanceStore:
 
     def _maintain_indexes(self) -> None:
         """Build the FTS index once there is data; re-index when many rows are unindexed."""
+        if self._in_bulk:
+            return
         if not self._has_fts_index:
             if self._table.count_rows() > 0:
                 self._create_fts_index()
@@ -396,9 +414,11 @@ class LanceStore:
         return self._table.version // every > self._version_optimized // every
 
     def _optimize_locked(self) -> None:
+        # A new index is built after the compaction, over the files it leaves: built
+        # before, it would be remapped onto them at once.
+        self._table.optimize(cleanup_older_than=self.tuning.keep_old_versions_for)
         if not self._has_fts_index and self._table.count_rows() > 0:
             self._create_fts_index()
-        self._table.optimize(cleanup_older_than=self.tuning.keep_old_versions_for)
         self._version_optimized = self._table.version
 
     def _create_fts_index(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -90,6 +91,11 @@ class Store(Protocol):
 
     def optimize(self) -> None:
         """Bring search indexes up to date after bulk writes (a no-op where not needed)."""
+        ...
+
+    def bulk_writes(self) -> AbstractContextManager[None]:
+        """A block of writes after which the caller calls `optimize()` once: the search
+        indexes are left to it rather than maintained write by write (where that costs)."""
         ...
 
     def delete_paths(self, paths: Iterable[str]) -> None:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -438,6 +438,10 @@ class WeaviateStore:
 
     def optimize(self) -> None:
         """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
+
+    def bulk_writes(self) -> AbstractContextManager[None]:
+        """Nothing to leave for later: Weaviate indexes on write."""
+        return nullcontext()
 
     def health(self) -> StoreHealth:
         """Weaviate indexes on write, so every row is in its keyword index."""
