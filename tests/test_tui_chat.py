@@ -10,12 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from codeqa.agent.answer import Citation
+from codeqa.agent.answer import Answer, Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import LOCK_NAME, build_index
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.records import ProgressEvent, SearchMode
 from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 from codeqa.tui.chat.screens import CodeViewerScreen, HelpScreen
 from codeqa.tui.chat.widgets import (
@@ -26,6 +26,7 @@ from codeqa.tui.chat.widgets import (
     SourcesPanel,
 )
 from codeqa.tui.chat.widgets.location_text import fit_location
+from codeqa.tui.chat.workers import AnswerFinished, IndexProgressed
 from codeqa.tui.settings import Settings
 from scripted_llm import ScriptedModel, install_scripted
 from textual.pilot import Pilot
@@ -389,6 +390,21 @@ async def test_missing_repo_is_an_error_notice_not_a_crash(tmp_path):
         assert any("does not exist" in notice for notice in error_notices(app))
         await ask(pilot, "anything?")
         assert app.is_running and not app.answering
+
+
+async def test_a_report_before_the_screen_is_built_or_after_it_is_gone_is_kept_not_raised(shop):
+    app = chat_app(*shop)
+    progress = IndexProgressed(ProgressEvent("embed", 1, 2))
+    app._set_status(state="indexing")  # as a worker reporting before the first draw
+    app.on_index_progressed(progress)
+    assert app.status.state == "indexing"
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await pilot.press("ctrl+c")
+    app._set_status(state="ready")  # as a worker finishing while the app quits
+    app.on_index_progressed(progress)
+    await app.on_answer_finished(AnswerFinished(Answer("late", [], [], [], None), False))
+    assert app.status.state == "ready"
 
 
 def keys_for(text: str) -> list[str]:

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from codeqa.agent.answer import Answer, Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
@@ -58,10 +58,14 @@ from codeqa.tui.warm.server import WarmServer
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.widget import Widget
 
 if TYPE_CHECKING:
     from codeqa.agent import Assistant
     from textual.notifications import SeverityLevel
+
+W = TypeVar("W", bound=Widget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +163,29 @@ class CodeqaApp(App[None]):
 
     def _set_status(self, **changes: object) -> None:
         self.status = self.status.with_changes(**changes)
-        self.chat.query_one(StatusBar).status = self.status
-        self.refresh_bindings()  # "cancel answer" shows only while there is one
+        bar = self._on_chat(StatusBar)
+        if bar is not None:
+            bar.status = self.status
+            self.refresh_bindings()  # "cancel answer" shows only while there is one
+
+    def _on_chat(self, widget_type: type[W]) -> W | None:
+        """The chat screen's `widget_type`, or None before it is composed or once it is gone.
+
+        Workers report whenever they finish, also while the app quits: what they say
+        then is kept (in `status`) or dropped, never raised.
+        """
+        try:
+            return self.chat.query_one(widget_type)
+        except NoMatches:
+            return None
 
     # ---- indexing ---------------------------------------------------------------------
 
     def start_indexing(self, *, refreshing: bool = False) -> None:
         self.work = replace(self.work, running=self.work.running + 1, refreshing=refreshing)
-        self.chat.query_one(IndexProgress).start()
+        progress = self._on_chat(IndexProgress)
+        if progress is not None:
+            progress.start()
         rebuild = self.work.rebuild_next
         self.work = replace(self.work, rebuild_next=False)
         self._index_worker(rebuild, self.assistant is None)
@@ -223,7 +242,9 @@ class CodeqaApp(App[None]):
 
     def on_index_progressed(self, message: IndexProgressed) -> None:
         event: ProgressEvent = message.event
-        self.chat.query_one(IndexProgress).update_from(event)
+        progress = self._on_chat(IndexProgress)
+        if progress is not None:
+            progress.update_from(event)
         if event.phase == "embed" and event.total and self.index is not None:
             chunks = max(self.status.chunks or 0, 1)
             filled = 1 - (event.total - event.done) / chunks
@@ -341,7 +362,9 @@ class CodeqaApp(App[None]):
         self.start_indexing(refreshing=True)
 
     def _indexing_done(self) -> None:
-        self.chat.query_one(IndexProgress).done()
+        progress = self._on_chat(IndexProgress)
+        if progress is not None:
+            progress.done()
 
     def action_reindex(self) -> None:
         if self.work.running or self.live.filling:
@@ -411,6 +434,9 @@ class CodeqaApp(App[None]):
 
     async def on_answer_finished(self, message: AnswerFinished) -> None:
         answer = message.answer
+        if self._on_chat(CitationList) is None:  # the app quit meanwhile: nowhere to show it
+            self._answer_done()
+            return
         if self._answer_view is not None:
             await self._answer_view.finish(_shown_text(answer))
         self.chat.show_evidence(answer, self._retriever.search_scores)
