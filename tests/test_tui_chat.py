@@ -23,12 +23,14 @@ from codeqa.tui.chat.widgets import (
     CitationList,
     CodeView,
     IndexProgress,
+    QuestionMessage,
     SourcesPanel,
 )
 from codeqa.tui.chat.widgets.location_text import fit_location
 from codeqa.tui.chat.workers import AnswerFinished, IndexProgressed
 from codeqa.tui.settings import Settings
 from scripted_llm import ScriptedModel, install_scripted
+from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input
 
@@ -411,6 +413,31 @@ def keys_for(text: str) -> list[str]:
     """The key names that type `text`."""
     names = {" ": "space", "?": "question_mark"}
     return [names.get(character, character) for character in text]
+
+
+async def test_keys_typed_while_the_chat_starts_end_up_in_the_question_box(shop):
+    app = chat_app(*shop)
+    for name in keys_for("where is"):  # typed before the app has drawn anything
+        app.post_message(events.Key(name, " " if name == "space" else name))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        question = app.chat.query_one("#question", Input)
+        assert question.value == "where is"
+        assert app.focused is question
+        await pilot.press(*keys_for(" the help formatted"))
+        assert question.value == "where is the help formatted"
+
+
+async def test_a_question_typed_and_entered_while_the_chat_starts_is_asked(shop):
+    app = chat_app(*shop)
+    for name in keys_for("reorder level"):
+        app.post_message(events.Key(name, " " if name == "space" else name))
+    # Enter, typed before the app took the terminal: its line discipline made it "\n".
+    app.post_message(events.Key("ctrl+j", "\n"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        assert app.chat.query_one(QuestionMessage).content == "reorder level"
+        assert app.chat.query_one("#question", Input).value == ""
 
 
 async def test_letters_typed_in_any_pane_go_to_the_question_box_and_never_quit(shop):

@@ -55,7 +55,7 @@ from codeqa.tui.chat.workers import (
 from codeqa.tui.settings import Settings
 from codeqa.tui.terminal_text import visible
 from codeqa.tui.warm.server import WarmServer
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -100,6 +100,8 @@ class CodeqaApp(App[None]):
         self._retriever = LiveRetriever(self.live)  # the assistant's view of the index
         self._threads = itertools.count(1)
         self.thread_id = f"chat-{next(self._threads)}"
+        # Keys that arrive before the chat screen is built, kept for it (see on_event).
+        self._early_keys: list[events.Key] | None = []
         self._stop = threading.Event()  # set on quit: background indexing stops at a batch edge
         self._answer_cancel: threading.Event | None = None
         self._answer_view: AnswerMessage | None = None
@@ -119,7 +121,15 @@ class CodeqaApp(App[None]):
     def get_default_screen(self) -> ChatScreen:
         return self.chat
 
-    def on_chat_screen_ready(self) -> None:
+    async def on_chat_screen_ready(self) -> None:
+        # What was typed while the app started (the terminal keeps it: seconds on a
+        # loaded machine) is typed now, in order, into the question box.
+        early, self._early_keys = self._early_keys or [], None
+        for key in early:
+            if key.key == "ctrl+j":
+                # Enter typed before the app took the terminal: the tty made it a newline.
+                key = events.Key("enter", "\r")
+            await self._take_key(key)
         self._set_status(state="indexing")
         self.start_indexing()
 
@@ -133,6 +143,33 @@ class CodeqaApp(App[None]):
             self.live.close()  # an answer still borrowing its index closes it when done
         except Exception:  # closing must never turn a clean quit into a traceback
             pass
+
+    # ---- keys -----------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            if self._early_keys is not None:
+                self._early_keys.append(event)
+            else:
+                await self._take_key(event)
+            return
+        await super().on_event(event)
+
+    async def _take_key(self, key: events.Key) -> None:
+        if not self._type_into_question(key):
+            await super().on_event(key)
+
+    def _type_into_question(self, key: events.Key) -> bool:
+        """Write a character typed outside the question box into it; True if it was.
+
+        Decided here, as each key arrives and in the order typed, not by the pane that
+        has the focus, which would hand a key on only after the focus may have moved.
+        """
+        if key.character is None or not key.is_printable or self.screen is not self.chat:
+            return False
+        if key.key in self.screen.active_bindings:
+            return False
+        return self.chat.type_into_question(key.character)
 
     @property
     def index(self) -> Index | None:
