@@ -18,6 +18,7 @@ from codeqa.retrieval.indexing import LOCK_NAME, build_index
 from codeqa.retrieval.records import ProgressEvent, SearchMode
 from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 from codeqa.tui.chat.screens import CodeViewerScreen, HelpScreen
+from codeqa.tui.chat.screens.help import HELP_TEXT
 from codeqa.tui.chat.widgets import (
     AnswerMessage,
     CitationList,
@@ -287,7 +288,7 @@ def covers(outer: Citation, inner: Citation) -> bool:
     )
 
 
-async def test_n_and_p_step_through_the_citations_even_from_an_evidence_row(shop):
+async def test_tab_and_shift_tab_step_through_the_citations_even_from_an_evidence_row(shop):
     app = chat_app(*shop)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, ready(app))
@@ -308,15 +309,15 @@ async def test_n_and_p_step_through_the_citations_even_from_an_evidence_row(shop
         await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
         viewer = app.screen
         assert viewer.citations == citations
-        await pilot.press("n")
+        await pilot.press("tab")
         assert viewer.citation == citations[0]
-        await pilot.press("n")
+        await pilot.press("tab")
         assert viewer.citation == citations[1]
         assert viewer.query_one(CodeView).highlight_range == (
             citations[1].start_line,
             citations[1].end_line,
         )
-        await pilot.press("p", "p")
+        await pilot.press("shift+tab", "shift+tab")
         assert viewer.citation == citations[-1]
 
 
@@ -337,6 +338,23 @@ async def test_escape_from_the_code_viewer_returns_to_the_question_box(shop):
         assert question.value == "is quiet mode supported"
 
 
+async def test_letters_typed_in_the_code_viewer_start_the_next_question(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        app.chat.query_one(CitationList).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await pilot.press(*keys_for("open the quit path"))  # o, p, e, n, q: all letters
+        question = app.chat.query_one("#question", Input)
+        assert app.screen is app.chat
+        assert app.focused is question
+        assert question.value == "open the quit path"
+        assert "letters are never commands" in HELP_TEXT and "ctrl+e" in HELP_TEXT
+
+
 async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkeypatch):
     monkeypatch.delenv("EDITOR", raising=False)
     monkeypatch.delenv("VISUAL", raising=False)
@@ -348,7 +366,7 @@ async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkey
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
-        await pilot.press("e")
+        await pilot.press("ctrl+e")
         messages = [n.message for n in app._notifications]
         assert any("$EDITOR" in message for message in messages)
         assert isinstance(app.screen, CodeViewerScreen)

@@ -165,10 +165,14 @@ class CodeqaApp(App[None]):
         Decided here, as each key arrives and in the order typed, not by the pane that
         has the focus, which would hand a key on only after the focus may have moved.
         """
-        if key.character is None or not key.is_printable or self.screen is not self.chat:
+        if key.character is None or not key.is_printable:
             return False
         if key.key in self.screen.active_bindings:
             return False
+        if isinstance(self.screen, CodeViewerScreen):
+            self.screen.dismiss()  # the next question is typed where questions are asked
+        if self.screen is not self.chat:
+            return False  # the help takes its own keys
         return self.chat.type_into_question(key.character)
 
     @property
@@ -526,7 +530,7 @@ class CodeqaApp(App[None]):
         self._open_viewer(message.location)
 
     def _open_viewer(self, opened: Citation) -> None:
-        """Show `opened`; `n` / `p` there step through the answer's citations."""
+        """Show `opened`; tab / shift+tab there step through the answer's citations."""
         if self.index is None:
             return  # nothing indexed yet, so nothing to show
         citations = self.chat.query_one(CitationList).citations

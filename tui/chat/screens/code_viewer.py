@@ -19,13 +19,18 @@ from textual.widgets import Footer, Label
 
 
 class CodeViewerScreen(Screen[None]):
-    """Shows `opened` (a citation, or an evidence row); `n` / `p` step through `citations`."""
+    """Shows `opened` (a citation, or an evidence row); tab / shift+tab step through `citations`.
+
+    No letter is a command here either: a letter typed over the code starts the next
+    question (the app closes the viewer for it). The keys are priority bindings, acted
+    on as they arrive, so that keys typed right after escape reach the question box.
+    """
 
     BINDINGS = [
-        Binding("escape,q", "dismiss", "Back"),
-        Binding("n", "step(1)", "Next citation"),
-        Binding("p", "step(-1)", "Previous citation"),
-        Binding("e", "open_editor", "Open in $EDITOR"),
+        Binding("escape", "dismiss", "Back", priority=True),
+        Binding("tab", "step(1)", "Next citation", priority=True),
+        Binding("shift+tab", "step(-1)", "Previous", priority=True),
+        Binding("ctrl+e", "open_editor", "$EDITOR", priority=True),
     ]
 
     def __init__(self, retriever: Retriever, citations: list[Citation], opened: Citation) -> None:
@@ -36,7 +41,7 @@ class CodeViewerScreen(Screen[None]):
         self._edited: set[str] = set()
         self.citations = citations
         self.citation = opened
-        # None: `opened` is evidence the answer does not cite; `n` then starts at the first.
+        # None: `opened` is evidence the answer does not cite; tab then starts at the first.
         self.position: int | None = citations.index(opened) if opened in citations else None
         self._loaded_path: str | None = None
 

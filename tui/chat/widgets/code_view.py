@@ -45,13 +45,14 @@ class CodeView(ScrollView, can_focus=True):
         "code-view--cursor",
     }
 
+    # No letters: a letter typed over the code is the start of a question.
     BINDINGS = [
-        Binding("up,k", "cursor_up", "Up", show=False),
-        Binding("down,j", "cursor_down", "Down", show=False),
+        Binding("up", "cursor_up", "Up", show=False),
+        Binding("down", "cursor_down", "Down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown,space", "page_down", "Page down", show=False),
-        Binding("home,g", "first_line", "Top", show=False),
-        Binding("end,G", "last_line", "Bottom", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home", "first_line", "Top", show=False),
+        Binding("end", "last_line", "Bottom", show=False),
     ]
 
     cursor_line: reactive[int] = reactive(1)
