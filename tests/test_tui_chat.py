@@ -355,6 +355,34 @@ async def test_letters_typed_in_the_code_viewer_start_the_next_question(shop):
         assert "letters are never commands" in HELP_TEXT and "ctrl+e" in HELP_TEXT
 
 
+def typed_fast_after_escape(text: str) -> list[events.Key]:
+    """The keys a terminal reports for escape and then `text` typed at once (ESC w h …).
+
+    Textual reads an ESC followed within its escape delay by a character as alt+character.
+    """
+    first, rest = text[0], text[1:]
+    keys = [events.Key(f"alt+{first}", first)]
+    for name, character in zip(keys_for(rest), rest, strict=True):
+        keys.append(events.Key(name, character))
+    return keys
+
+
+async def test_typing_right_after_escape_cancels_the_answer_and_writes_the_question(shop, scripted):
+    scripted.hold.clear()
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: answers(app) and answers(app)[0].streamed)
+        for key in typed_fast_after_escape("what else"):
+            app.post_message(key)
+        await pilot.pause()
+        scripted.hold.set()
+        await wait_for(pilot, lambda: not app.answering)
+        assert "holds the code that does this" not in answers(app)[0].source
+        assert app.chat.query_one("#question", Input).value == "what else"
+
+
 async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkeypatch):
     monkeypatch.delenv("EDITOR", raising=False)
     monkeypatch.delenv("VISUAL", raising=False)

@@ -156,8 +156,24 @@ class CodeqaApp(App[None]):
         await super().on_event(event)
 
     async def _take_key(self, key: events.Key) -> None:
-        if not self._type_into_question(key):
-            await super().on_event(key)
+        for typed in self._as_typed(key):
+            if not self._type_into_question(typed):
+                await super().on_event(typed)
+
+    def _as_typed(self, key: events.Key) -> list[events.Key]:
+        """`key` as the user typed it: escape then a character may arrive as alt+character.
+
+        A terminal sends Alt+x as ESC x, so Textual reads an ESC followed within its
+        escape delay (ESCDELAY, 100 ms) by a character as one alt+ key: escape, then
+        typing at once. The chat binds no alt+ key, so it is taken as the two keys.
+        """
+        character = key.character
+        if not key.key.startswith("alt+") or character is None or len(character) != 1:
+            return [key]
+        if not character.isprintable() or key.key in self.screen.active_bindings:
+            return [key]
+        name = character if character.isalnum() else key.key.removeprefix("alt+")
+        return [events.Key("escape", "\x1b"), events.Key(name, character)]
 
     def _type_into_question(self, key: events.Key) -> bool:
         """Write a character typed outside the question box into it; True if it was.
