@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,7 @@ from codeqa.tui.chat.widgets import (
     SourcesPanel,
 )
 from codeqa.tui.chat.widgets.location_text import fit_location
-from codeqa.tui.chat.workers import AnswerFinished, IndexProgressed
+from codeqa.tui.chat.workers import AnswerFinished, IndexProgressed, LiveRetriever
 from codeqa.tui.settings import Settings
 from scripted_llm import ScriptedModel, install_scripted
 from textual import events
@@ -212,6 +213,34 @@ async def test_escape_cancels_an_answer_in_flight(shop, scripted):
         assert not error_notices(app)
         await ask(pilot, "where is the reorder level checked?")  # the chat is still usable
         await wait_for(pilot, lambda: len(answers(app)) == 2 and not app.answering)
+
+
+async def test_escape_cancels_an_offline_answer_at_once_and_says_so(shop, monkeypatch):
+    searching = threading.Event()
+    release = threading.Event()
+    search = LiveRetriever.search
+
+    def held_search(self, *args, **kwargs):
+        searching.set()
+        release.wait(60)  # an offline answer's search, slow on a large repository
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(LiveRetriever, "search", held_search)
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, searching.is_set)
+        await pilot.press("escape")
+        assert app.status.state == "answer cancelled"  # while its search still runs
+        assert "stopped" in answers(app)[0].source
+        await ask(pilot, "how does the rate limiter refill its tokens?")
+        release.set()
+        await wait_for(pilot, lambda: not app.answering and app.status.state == "ready")
+        first, second = answers(app)
+        assert "stopped" in first.source and "inventory.py" not in first.source
+        assert "ratelimit.go" in second.source
+        assert not error_notices(app)
 
 
 async def test_missing_api_key_is_a_notice_and_the_chat_stays_open(shop, monkeypatch):

@@ -347,6 +347,8 @@ class CodeqaApp(App[None]):
         """Answer the question asked before the index and the assistant were both ready."""
         if self._pending_question is None or self.assistant is None or self.index is None:
             return
+        if self.answering:
+            return  # a cancelled answer's worker is still finishing
         question, self._pending_question = self._pending_question, None
         self._run_answer(question)
 
@@ -434,19 +436,21 @@ class CodeqaApp(App[None]):
     # ---- answering --------------------------------------------------------------------
 
     async def on_chat_screen_asked(self, message: ChatScreen.Asked) -> None:
-        if self.answering:
+        if self._answer_view is not None:
             self.notify("an answer is still being written; press escape to cancel it")
             return
-        if self.assistant is None:
-            if self.index_error is not None:
-                self.notify(self.index_error, title="No index", severity="error")
-                return
-            self._pending_question = message.question
-            self._answer_view = await self.chat.begin_answer(message.question)
-            self.refresh_bindings()
-            self.notify("the index is being built; your question is answered when it is ready")
+        if self.assistant is None and self.index_error is not None:
+            self.notify(self.index_error, title="No index", severity="error")
             return
         self._answer_view = await self.chat.begin_answer(message.question)
+        if self.assistant is None or self.answering:
+            # Answered when the index is ready, or when a cancelled answer's worker,
+            # still running its last search, has let go of the index.
+            self._pending_question = message.question
+            self.refresh_bindings()
+            if self.assistant is None:
+                self.notify("the index is being built; your question is answered when it is ready")
+            return
         self._run_answer(message.question)
 
     def _run_answer(self, question: str) -> None:
@@ -486,13 +490,16 @@ class CodeqaApp(App[None]):
                 self.notify(warning, title="About this answer", timeout=8)
 
     async def on_answer_token(self, message: AnswerToken) -> None:
-        if self._answer_view is not None:
+        cancel = self._answer_cancel
+        if self._answer_view is not None and cancel is not None and not cancel.is_set():
             await self._answer_view.write(message.text)
 
     async def on_answer_finished(self, message: AnswerFinished) -> None:
         answer = message.answer
         if self._on_chat(CitationList) is None:  # the app quit meanwhile: nowhere to show it
             self._answer_done()
+            return
+        if self._cancelled_answer_settled():
             return
         if self._answer_view is not None:
             await self._answer_view.finish(_shown_text(answer))
@@ -502,7 +509,18 @@ class CodeqaApp(App[None]):
         self._answer_done()
 
     async def on_answer_failed(self, message: AnswerFailed) -> None:
+        if self._cancelled_answer_settled():
+            return
         await self._fail_pending_answer(message.reason, message.cancelled)
+
+    def _cancelled_answer_settled(self) -> bool:
+        """True when the worker that ended wrote an answer already shown as cancelled."""
+        cancel = self._answer_cancel
+        if cancel is None or not cancel.is_set():
+            return False
+        self._answer_cancel = None
+        self._answer_pending()  # a question asked meanwhile
+        return True
 
     async def _fail_pending_answer(self, reason: str, cancelled: bool = False) -> None:
         if self._answer_view is not None:
@@ -511,26 +529,36 @@ class CodeqaApp(App[None]):
             self.notify(reason, title="No answer", severity="error", timeout=10)
         self._answer_done()
 
-    def _answer_done(self) -> None:
+    def _answer_done(self, state: str | None = None) -> None:
         self._answer_cancel = None
         self._answer_view = None
-        self._set_status(state=FILLING if self.live.filling else "ready")
+        self._set_status(state=state or (FILLING if self.live.filling else "ready"))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_answer":
-            return self.answering or self._pending_question is not None
+            return self._answer_view is not None
         return True
 
-    def action_cancel_answer(self) -> None:
+    async def action_cancel_answer(self) -> None:
+        """Stop the answer being written, at once and whatever writes it.
+
+        A model's reply stops at the next token; an offline answer (or a search) does
+        not stop midway, so the chat stops waiting for it: what was written stays,
+        marked stopped, and the worker's result is dropped when it ends.
+        """
+        view, self._answer_view = self._answer_view, None
+        self._pending_question = None  # waiting for the index, or for a cancelled worker
         if self._answer_cancel is not None:
             self._answer_cancel.set()
-            self._set_status(state="cancelling")
-        elif self._pending_question is not None:
-            self._pending_question = None
-            self.run_worker(self._fail_pending_answer("cancelled", cancelled=True))
+        if view is not None:
+            await view.stop()
+        if self._answer_cancel is None:
+            self._answer_done(state=CANCELLED)
+        else:
+            self._set_status(state=CANCELLED)  # the worker's result is dropped when it ends
 
     async def action_new_chat(self) -> None:
-        if self.answering:
+        if self._answer_view is not None:
             self.notify("wait for the answer to finish (or press escape) first")
             return
         self.thread_id = f"chat-{next(self._threads)}"
@@ -569,6 +597,7 @@ class CodeqaApp(App[None]):
 
 
 FILLING = "filling vectors"  # the state while vectors are embedded behind keyword search
+CANCELLED = "answer cancelled"  # after escape, until the next question or index event
 
 
 @dataclass(frozen=True, slots=True)
