@@ -607,11 +607,15 @@ async def test_evidence_shows_the_score_codeqa_search_prints(shop):
             for hit in app.index.search(query, SearchMode.HYBRID, agent.hits_per_query):
                 printed.setdefault(hit.chunk.chunk_id, set()).add(f"{hit.score:.4f}")
         sources = app.chat.query_one(SourcesPanel)
-        shown = [str(sources.get_cell_at((row, 1))) for row in range(sources.row_count)]
-        assert any(score != "–" for score in shown)
-        for hit, score in zip(answer.sources, shown, strict=True):
+        by_location = {f"{h.chunk.path}{lines(h)}": h.chunk.chunk_id for h in answer.sources}
+        shown = [
+            (str(sources.get_cell_at((row, 2))), str(sources.get_cell_at((row, 1))))
+            for row in range(sources.row_count)
+        ]
+        assert any(score != "–" for _, score in shown)
+        for location, score in shown:
             if score != "–":  # "–": found by name, path or grep, not by a search
-                assert score in printed[hit.chunk.chunk_id]
+                assert score in printed[by_location[location]]
 
 
 async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_range(tmp_path):
@@ -644,18 +648,62 @@ async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_ran
         assert notice.region.height <= 2
 
 
+async def test_at_80_columns_the_answer_has_the_width_and_panes_refit_on_resize(tmp_path):
+    repo = make_shop(tmp_path)
+    deep = repo / "services" / "warehouse" / "stock_management" / "core"
+    deep.mkdir(parents=True)
+    shutil.move(repo / "inventory.py", deep / "inventory_levels.py")
+    settings = Settings(index=IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL))
+    app = AnswerRecordingApp(ChatConfig(repo, settings, AgentSettings()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        assert app.chat.query_one("#conversation").size.width >= 76  # not 44 beside the panes
+        listed = app.chat.query_one(CitationList)
+        for number, citation in enumerate(listed.citations):
+            line = listed.render_line(number).text
+            assert citation.path.rsplit("/", 1)[-1] + lines(citation) in line, line
+        sources = app.chat.query_one(SourcesPanel)
+        scores = [str(sources.get_cell_at((row, 1))) for row in range(sources.row_count)]
+        scored = [float(score) for score in scores if score != "–"]
+        assert len(scored) > 1 and scored == sorted(scored, reverse=True)
+
+        narrow = [listed.render_line(n).text.strip() for n in range(len(listed.citations))]
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause(0.2)
+        wide = [listed.render_line(n).text.strip() for n in range(len(listed.citations))]
+        deep_rows = [n for n, c in enumerate(listed.citations) if c.path.startswith("services/")]
+        assert deep_rows
+        for n in deep_rows:  # fitted again to the wider pane: more of the path shows
+            assert len(wide[n]) > len(narrow[n]), (narrow[n], wide[n])
+
+
 @pytest.mark.parametrize(
     ("width", "shown"),
     [
         (40, "src/core/resolveConfig.js:93-118"),
         (30, "…/core/resolveConfig.js:93-118"),
         (24, "…resolveConfig.js:93-118"),
-        (12, "…g.js:93-118"),
+        (12, "re…js:93-118"),
         (5, "…:93-118"),
     ],
 )
 def test_a_long_location_gives_way_from_the_left_and_keeps_its_line_range(width, shown):
     assert fit_location("src/core/resolveConfig.js", 93, 118, width) == shown
+
+
+@pytest.mark.parametrize(
+    ("width", "shown"),
+    [
+        (32, "…/alpha/beta/gamma/name.py:10-20"),
+        (30, "src/…/beta/gamma/name.py:10-20"),
+        (19, "src/…/name.py:10-20"),
+        (16, "…/name.py:10-20"),
+    ],
+)
+def test_a_long_location_loses_folders_from_its_middle_before_its_file_name(width, shown):
+    assert fit_location("src/alpha/beta/gamma/name.py", 10, 20, width) == shown
 
 
 def lines(located) -> str:

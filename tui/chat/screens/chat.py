@@ -1,4 +1,4 @@
-"""The main screen: conversation and question on the left, citations and evidence right."""
+"""The main screen: conversation and question, with citations and evidence beside or below."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+WIDE = 120  # columns from which the citations and evidence sit beside the conversation
+
 
 class ChatScreen(Screen[None]):
     # No single-character keys: whatever pane has the focus, a letter is part of a
@@ -32,6 +34,11 @@ class ChatScreen(Screen[None]):
         Binding("ctrl+n", "app.new_chat", "New chat"),
         Binding("ctrl+r", "app.reindex", "Re-index"),
     ]
+
+    # Below WIDE columns the citations and evidence go under the conversation, side by
+    # side, so an answer is read at the terminal's width (at 80 columns, beside them,
+    # it had 44).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]
 
     class Ready(Message):
         """The screen's widgets are in place: the app may start filling them."""
