@@ -103,6 +103,11 @@ async def ask(pilot: Pilot, question: str) -> None:
     await pilot.press("enter")
 
 
+def viewer_shown(app: CodeqaApp) -> Callable[[], bool]:
+    """The code viewer is open with its citation's file read and drawn."""
+    return lambda: isinstance(app.screen, CodeViewerScreen) and app.screen.loaded
+
+
 def answers(app: CodeqaApp) -> list[AnswerMessage]:
     return list(app.chat.query(AnswerMessage))
 
@@ -266,7 +271,7 @@ async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scrip
         await wait_for(pilot, lambda: not app.answering and answers(app))
         [citation] = app.chat.query_one(CitationList).citations
         await pilot.click(CitationList, offset=(4, 1))  # the first option, below the border
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.pause(0.1)
         view = app.screen.query_one(CodeView)
         assert view.highlight_range == (citation.start_line, citation.end_line)
@@ -281,6 +286,41 @@ async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scrip
             assert source[number - 1].strip() in text
         await pilot.press("escape")
         assert app.screen is app.chat
+
+
+async def test_a_citation_opens_at_once_saying_it_loads_then_shows_its_lines(shop, monkeypatch):
+    reading = threading.Event()
+    release = threading.Event()
+    read_file = LiveRetriever.read_file
+
+    def held_read(self, *args, **kwargs):
+        reading.set()
+        release.wait(10)  # a large file on a loaded machine: seconds
+        return read_file(self, *args, **kwargs)
+
+    monkeypatch.setattr(LiveRetriever, "read_file", held_read)
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "token bucket refill rate")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        listed = app.chat.query_one(CitationList)
+        deepest = max(listed.citations, key=lambda c: c.start_line)
+        assert deepest.start_line > SIZE[1]  # below the first screen of its file
+        listed.focus()
+        listed.highlighted = listed.citations.index(deepest)
+        await pilot.press("enter")
+        await wait_for(pilot, reading.is_set)
+        viewer = app.screen
+        assert isinstance(viewer, CodeViewerScreen)  # open while the file is still read
+        assert f"{deepest.path}:{deepest.start_line}" in drawn(viewer.query_one("#viewer-title"))
+        assert "loading" in drawn(viewer.query_one("#viewer-cursor"))
+        release.set()
+        await wait_for(pilot, viewer_shown(app))
+        await pilot.pause(0.1)
+        view = viewer.query_one(CodeView)
+        top = int(view.scroll_offset.y)
+        assert top < deepest.start_line <= top + view.size.height  # scrolled to the cited lines
 
 
 async def test_each_citation_is_listed_once_and_opens_exactly_its_lines(shop):
@@ -298,7 +338,7 @@ async def test_each_citation_is_listed_once_and_opens_exactly_its_lines(shop):
             listed.focus()
             listed.highlighted = number
             await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+            await wait_for(pilot, viewer_shown(app))
             viewer = app.screen
             assert viewer.citation == citation
             assert viewer.query_one(CodeView).highlight_range == (
@@ -335,13 +375,14 @@ async def test_tab_and_shift_tab_step_through_the_citations_even_from_an_evidenc
         sources.focus()
         sources.move_cursor(row=uncited[0])
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         viewer = app.screen
         assert viewer.citations == citations
         await pilot.press("tab")
         assert viewer.citation == citations[0]
         await pilot.press("tab")
         assert viewer.citation == citations[1]
+        await wait_for(pilot, viewer_shown(app))
         assert viewer.query_one(CodeView).highlight_range == (
             citations[1].start_line,
             citations[1].end_line,
@@ -357,7 +398,7 @@ async def test_escape_from_the_code_viewer_returns_to_the_question_box(shop):
         await ask(pilot, "where is the reorder level checked?")
         await wait_for(pilot, lambda: not app.answering and answers(app))
         await pilot.press("tab", "tab", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is app.chat)
         await pilot.press(*keys_for("is quiet mode supported"))
@@ -375,7 +416,7 @@ async def test_letters_typed_in_the_code_viewer_start_the_next_question(shop):
         await wait_for(pilot, lambda: not app.answering and answers(app))
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.press(*keys_for("open the quit path"))  # o, p, e, n, q: all letters
         question = app.chat.query_one("#question", Input)
         assert app.screen is app.chat
@@ -422,7 +463,7 @@ async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkey
         await wait_for(pilot, lambda: not app.answering and answers(app))
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.press("ctrl+e")
         messages = [n.message for n in app._notifications]
         assert any("$EDITOR" in message for message in messages)
@@ -747,7 +788,7 @@ def test_snapshot_of_the_code_viewer(shop, scripted, snap_compare):
         await settle(pilot)
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_citation)
@@ -850,7 +891,7 @@ async def test_hostile_file_and_answer_reach_the_screen_visible_and_never_as_mar
 
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.pause(0.2)
         assert raw_controls(app.export_screenshot()) == []
         assert "[reverse][link=evil.example]␛]0;t␇notes.py" in drawn(
