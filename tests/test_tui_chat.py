@@ -5,29 +5,34 @@ from __future__ import annotations
 import fcntl
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from codeqa.agent.answer import Citation
+from codeqa.agent.answer import Answer, Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
 from codeqa.agent.settings import AgentSettings
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import LOCK_NAME, build_index
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.records import ProgressEvent, SearchMode
 from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 from codeqa.tui.chat.screens import CodeViewerScreen, HelpScreen
+from codeqa.tui.chat.screens.help import HELP_TEXT
 from codeqa.tui.chat.widgets import (
     AnswerMessage,
     CitationList,
     CodeView,
     IndexProgress,
+    QuestionMessage,
     SourcesPanel,
 )
 from codeqa.tui.chat.widgets.location_text import fit_location
+from codeqa.tui.chat.workers import AnswerFinished, IndexProgressed, LiveRetriever
 from codeqa.tui.settings import Settings
 from scripted_llm import ScriptedModel, install_scripted
+from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input
 
@@ -96,6 +101,11 @@ def ready(app: CodeqaApp) -> Callable[[], bool]:
 async def ask(pilot: Pilot, question: str) -> None:
     pilot.app.chat.query_one("#question", Input).value = question
     await pilot.press("enter")
+
+
+def viewer_shown(app: CodeqaApp) -> Callable[[], bool]:
+    """The code viewer is open with its citation's file read and drawn."""
+    return lambda: isinstance(app.screen, CodeViewerScreen) and app.screen.loaded
 
 
 def answers(app: CodeqaApp) -> list[AnswerMessage]:
@@ -210,6 +220,34 @@ async def test_escape_cancels_an_answer_in_flight(shop, scripted):
         await wait_for(pilot, lambda: len(answers(app)) == 2 and not app.answering)
 
 
+async def test_escape_cancels_an_offline_answer_at_once_and_says_so(shop, monkeypatch):
+    searching = threading.Event()
+    release = threading.Event()
+    search = LiveRetriever.search
+
+    def held_search(self, *args, **kwargs):
+        searching.set()
+        release.wait(60)  # an offline answer's search, slow on a large repository
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(LiveRetriever, "search", held_search)
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, searching.is_set)
+        await pilot.press("escape")
+        assert app.status.state == "answer cancelled"  # while its search still runs
+        assert "stopped" in answers(app)[0].source
+        await ask(pilot, "how does the rate limiter refill its tokens?")
+        release.set()
+        await wait_for(pilot, lambda: not app.answering and app.status.state == "ready")
+        first, second = answers(app)
+        assert "stopped" in first.source and "inventory.py" not in first.source
+        assert "ratelimit.go" in second.source
+        assert not error_notices(app)
+
+
 async def test_missing_api_key_is_a_notice_and_the_chat_stays_open(shop, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     app = chat_app(*shop, model="openai/gpt-4o-mini")
@@ -233,7 +271,7 @@ async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scrip
         await wait_for(pilot, lambda: not app.answering and answers(app))
         [citation] = app.chat.query_one(CitationList).citations
         await pilot.click(CitationList, offset=(4, 1))  # the first option, below the border
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.pause(0.1)
         view = app.screen.query_one(CodeView)
         assert view.highlight_range == (citation.start_line, citation.end_line)
@@ -248,6 +286,41 @@ async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scrip
             assert source[number - 1].strip() in text
         await pilot.press("escape")
         assert app.screen is app.chat
+
+
+async def test_a_citation_opens_at_once_saying_it_loads_then_shows_its_lines(shop, monkeypatch):
+    reading = threading.Event()
+    release = threading.Event()
+    read_file = LiveRetriever.read_file
+
+    def held_read(self, *args, **kwargs):
+        reading.set()
+        release.wait(10)  # a large file on a loaded machine: seconds
+        return read_file(self, *args, **kwargs)
+
+    monkeypatch.setattr(LiveRetriever, "read_file", held_read)
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "token bucket refill rate")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        listed = app.chat.query_one(CitationList)
+        deepest = max(listed.citations, key=lambda c: c.start_line)
+        assert deepest.start_line > SIZE[1]  # below the first screen of its file
+        listed.focus()
+        listed.highlighted = listed.citations.index(deepest)
+        await pilot.press("enter")
+        await wait_for(pilot, reading.is_set)
+        viewer = app.screen
+        assert isinstance(viewer, CodeViewerScreen)  # open while the file is still read
+        assert f"{deepest.path}:{deepest.start_line}" in drawn(viewer.query_one("#viewer-title"))
+        assert "loading" in drawn(viewer.query_one("#viewer-cursor"))
+        release.set()
+        await wait_for(pilot, viewer_shown(app))
+        await pilot.pause(0.1)
+        view = viewer.query_one(CodeView)
+        top = int(view.scroll_offset.y)
+        assert top < deepest.start_line <= top + view.size.height  # scrolled to the cited lines
 
 
 async def test_each_citation_is_listed_once_and_opens_exactly_its_lines(shop):
@@ -265,7 +338,7 @@ async def test_each_citation_is_listed_once_and_opens_exactly_its_lines(shop):
             listed.focus()
             listed.highlighted = number
             await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+            await wait_for(pilot, viewer_shown(app))
             viewer = app.screen
             assert viewer.citation == citation
             assert viewer.query_one(CodeView).highlight_range == (
@@ -284,7 +357,7 @@ def covers(outer: Citation, inner: Citation) -> bool:
     )
 
 
-async def test_n_and_p_step_through_the_citations_even_from_an_evidence_row(shop):
+async def test_tab_and_shift_tab_step_through_the_citations_even_from_an_evidence_row(shop):
     app = chat_app(*shop)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, ready(app))
@@ -302,18 +375,19 @@ async def test_n_and_p_step_through_the_citations_even_from_an_evidence_row(shop
         sources.focus()
         sources.move_cursor(row=uncited[0])
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         viewer = app.screen
         assert viewer.citations == citations
-        await pilot.press("n")
+        await pilot.press("tab")
         assert viewer.citation == citations[0]
-        await pilot.press("n")
+        await pilot.press("tab")
         assert viewer.citation == citations[1]
+        await wait_for(pilot, viewer_shown(app))
         assert viewer.query_one(CodeView).highlight_range == (
             citations[1].start_line,
             citations[1].end_line,
         )
-        await pilot.press("p", "p")
+        await pilot.press("shift+tab", "shift+tab")
         assert viewer.citation == citations[-1]
 
 
@@ -324,7 +398,7 @@ async def test_escape_from_the_code_viewer_returns_to_the_question_box(shop):
         await ask(pilot, "where is the reorder level checked?")
         await wait_for(pilot, lambda: not app.answering and answers(app))
         await pilot.press("tab", "tab", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is app.chat)
         await pilot.press(*keys_for("is quiet mode supported"))
@@ -332,6 +406,51 @@ async def test_escape_from_the_code_viewer_returns_to_the_question_box(shop):
         assert app.is_running
         assert app.focused is question
         assert question.value == "is quiet mode supported"
+
+
+async def test_letters_typed_in_the_code_viewer_start_the_next_question(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        app.chat.query_one(CitationList).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, viewer_shown(app))
+        await pilot.press(*keys_for("open the quit path"))  # o, p, e, n, q: all letters
+        question = app.chat.query_one("#question", Input)
+        assert app.screen is app.chat
+        assert app.focused is question
+        assert question.value == "open the quit path"
+        assert "letters are never commands" in HELP_TEXT and "ctrl+e" in HELP_TEXT
+
+
+def typed_fast_after_escape(text: str) -> list[events.Key]:
+    """The keys a terminal reports for escape and then `text` typed at once (ESC w h …).
+
+    Textual reads an ESC followed within its escape delay by a character as alt+character.
+    """
+    first, rest = text[0], text[1:]
+    keys = [events.Key(f"alt+{first}", first)]
+    for name, character in zip(keys_for(rest), rest, strict=True):
+        keys.append(events.Key(name, character))
+    return keys
+
+
+async def test_typing_right_after_escape_cancels_the_answer_and_writes_the_question(shop, scripted):
+    scripted.hold.clear()
+    app = chat_app(*shop, model="scripted/chat")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: answers(app) and answers(app)[0].streamed)
+        for key in typed_fast_after_escape("what else"):
+            app.post_message(key)
+        await pilot.pause()
+        scripted.hold.set()
+        await wait_for(pilot, lambda: not app.answering)
+        assert "holds the code that does this" not in answers(app)[0].source
+        assert app.chat.query_one("#question", Input).value == "what else"
 
 
 async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkeypatch):
@@ -344,8 +463,8 @@ async def test_open_in_editor_without_editor_set_says_how_to_set_it(shop, monkey
         await wait_for(pilot, lambda: not app.answering and answers(app))
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
-        await pilot.press("e")
+        await wait_for(pilot, viewer_shown(app))
+        await pilot.press("ctrl+e")
         messages = [n.message for n in app._notifications]
         assert any("$EDITOR" in message for message in messages)
         assert isinstance(app.screen, CodeViewerScreen)
@@ -391,10 +510,50 @@ async def test_missing_repo_is_an_error_notice_not_a_crash(tmp_path):
         assert app.is_running and not app.answering
 
 
+async def test_a_report_before_the_screen_is_built_or_after_it_is_gone_is_kept_not_raised(shop):
+    app = chat_app(*shop)
+    progress = IndexProgressed(ProgressEvent("embed", 1, 2))
+    app._set_status(state="indexing")  # as a worker reporting before the first draw
+    app.on_index_progressed(progress)
+    assert app.status.state == "indexing"
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await pilot.press("ctrl+c")
+    app._set_status(state="ready")  # as a worker finishing while the app quits
+    app.on_index_progressed(progress)
+    await app.on_answer_finished(AnswerFinished(Answer("late", [], [], [], None), False))
+    assert app.status.state == "ready"
+
+
 def keys_for(text: str) -> list[str]:
     """The key names that type `text`."""
     names = {" ": "space", "?": "question_mark"}
     return [names.get(character, character) for character in text]
+
+
+async def test_keys_typed_while_the_chat_starts_end_up_in_the_question_box(shop):
+    app = chat_app(*shop)
+    for name in keys_for("where is"):  # typed before the app has drawn anything
+        app.post_message(events.Key(name, " " if name == "space" else name))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        question = app.chat.query_one("#question", Input)
+        assert question.value == "where is"
+        assert app.focused is question
+        await pilot.press(*keys_for(" the help formatted"))
+        assert question.value == "where is the help formatted"
+
+
+async def test_a_question_typed_and_entered_while_the_chat_starts_is_asked(shop):
+    app = chat_app(*shop)
+    for name in keys_for("reorder level"):
+        app.post_message(events.Key(name, " " if name == "space" else name))
+    # Enter, typed before the app took the terminal: its line discipline made it "\n".
+    app.post_message(events.Key("ctrl+j", "\n"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        assert app.chat.query_one(QuestionMessage).content == "reorder level"
+        assert app.chat.query_one("#question", Input).value == ""
 
 
 async def test_letters_typed_in_any_pane_go_to_the_question_box_and_never_quit(shop):
@@ -489,11 +648,15 @@ async def test_evidence_shows_the_score_codeqa_search_prints(shop):
             for hit in app.index.search(query, SearchMode.HYBRID, agent.hits_per_query):
                 printed.setdefault(hit.chunk.chunk_id, set()).add(f"{hit.score:.4f}")
         sources = app.chat.query_one(SourcesPanel)
-        shown = [str(sources.get_cell_at((row, 1))) for row in range(sources.row_count)]
-        assert any(score != "–" for score in shown)
-        for hit, score in zip(answer.sources, shown, strict=True):
+        by_location = {f"{h.chunk.path}{lines(h)}": h.chunk.chunk_id for h in answer.sources}
+        shown = [
+            (str(sources.get_cell_at((row, 2))), str(sources.get_cell_at((row, 1))))
+            for row in range(sources.row_count)
+        ]
+        assert any(score != "–" for _, score in shown)
+        for location, score in shown:
             if score != "–":  # "–": found by name, path or grep, not by a search
-                assert score in printed[hit.chunk.chunk_id]
+                assert score in printed[by_location[location]]
 
 
 async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_range(tmp_path):
@@ -526,18 +689,62 @@ async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_ran
         assert notice.region.height <= 2
 
 
+async def test_at_80_columns_the_answer_has_the_width_and_panes_refit_on_resize(tmp_path):
+    repo = make_shop(tmp_path)
+    deep = repo / "services" / "warehouse" / "stock_management" / "core"
+    deep.mkdir(parents=True)
+    shutil.move(repo / "inventory.py", deep / "inventory_levels.py")
+    settings = Settings(index=IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL))
+    app = AnswerRecordingApp(ChatConfig(repo, settings, AgentSettings()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        assert app.chat.query_one("#conversation").size.width >= 76  # not 44 beside the panes
+        listed = app.chat.query_one(CitationList)
+        for number, citation in enumerate(listed.citations):
+            line = listed.render_line(number).text
+            assert citation.path.rsplit("/", 1)[-1] + lines(citation) in line, line
+        sources = app.chat.query_one(SourcesPanel)
+        scores = [str(sources.get_cell_at((row, 1))) for row in range(sources.row_count)]
+        scored = [float(score) for score in scores if score != "–"]
+        assert len(scored) > 1 and scored == sorted(scored, reverse=True)
+
+        narrow = [listed.render_line(n).text.strip() for n in range(len(listed.citations))]
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause(0.2)
+        wide = [listed.render_line(n).text.strip() for n in range(len(listed.citations))]
+        deep_rows = [n for n, c in enumerate(listed.citations) if c.path.startswith("services/")]
+        assert deep_rows
+        for n in deep_rows:  # fitted again to the wider pane: more of the path shows
+            assert len(wide[n]) > len(narrow[n]), (narrow[n], wide[n])
+
+
 @pytest.mark.parametrize(
     ("width", "shown"),
     [
         (40, "src/core/resolveConfig.js:93-118"),
         (30, "…/core/resolveConfig.js:93-118"),
         (24, "…resolveConfig.js:93-118"),
-        (12, "…g.js:93-118"),
+        (12, "re…js:93-118"),
         (5, "…:93-118"),
     ],
 )
 def test_a_long_location_gives_way_from_the_left_and_keeps_its_line_range(width, shown):
     assert fit_location("src/core/resolveConfig.js", 93, 118, width) == shown
+
+
+@pytest.mark.parametrize(
+    ("width", "shown"),
+    [
+        (32, "…/alpha/beta/gamma/name.py:10-20"),
+        (30, "src/…/beta/gamma/name.py:10-20"),
+        (19, "src/…/name.py:10-20"),
+        (16, "…/name.py:10-20"),
+    ],
+)
+def test_a_long_location_loses_folders_from_its_middle_before_its_file_name(width, shown):
+    assert fit_location("src/alpha/beta/gamma/name.py", 10, 20, width) == shown
 
 
 def lines(located) -> str:
@@ -581,7 +788,7 @@ def test_snapshot_of_the_code_viewer(shop, scripted, snap_compare):
         await settle(pilot)
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_citation)
@@ -684,7 +891,7 @@ async def test_hostile_file_and_answer_reach_the_screen_visible_and_never_as_mar
 
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, CodeViewerScreen))
+        await wait_for(pilot, viewer_shown(app))
         await pilot.pause(0.2)
         assert raw_controls(app.export_screenshot()) == []
         assert "[reverse][link=evil.example]␛]0;t␇notes.py" in drawn(

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from codeqa.agent.answer import Answer, Citation
 from codeqa.agent.offline import NO_MODEL_NOTICE
@@ -55,13 +55,17 @@ from codeqa.tui.chat.workers import (
 from codeqa.tui.settings import Settings
 from codeqa.tui.terminal_text import visible
 from codeqa.tui.warm.server import WarmServer
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.widget import Widget
 
 if TYPE_CHECKING:
     from codeqa.agent import Assistant
     from textual.notifications import SeverityLevel
+
+W = TypeVar("W", bound=Widget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ class CodeqaApp(App[None]):
         self._retriever = LiveRetriever(self.live)  # the assistant's view of the index
         self._threads = itertools.count(1)
         self.thread_id = f"chat-{next(self._threads)}"
+        # Keys that arrive before the chat screen is built, kept for it (see on_event).
+        self._early_keys: list[events.Key] | None = []
         self._stop = threading.Event()  # set on quit: background indexing stops at a batch edge
         self._answer_cancel: threading.Event | None = None
         self._answer_view: AnswerMessage | None = None
@@ -115,7 +121,15 @@ class CodeqaApp(App[None]):
     def get_default_screen(self) -> ChatScreen:
         return self.chat
 
-    def on_chat_screen_ready(self) -> None:
+    async def on_chat_screen_ready(self) -> None:
+        # What was typed while the app started (the terminal keeps it: seconds on a
+        # loaded machine) is typed now, in order, into the question box.
+        early, self._early_keys = self._early_keys or [], None
+        for key in early:
+            if key.key == "ctrl+j":
+                # Enter typed before the app took the terminal: the tty made it a newline.
+                key = events.Key("enter", "\r")
+            await self._take_key(key)
         self._set_status(state="indexing")
         self.start_indexing()
 
@@ -129,6 +143,53 @@ class CodeqaApp(App[None]):
             self.live.close()  # an answer still borrowing its index closes it when done
         except Exception:  # closing must never turn a clean quit into a traceback
             pass
+
+    # ---- keys -----------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            if self._early_keys is not None:
+                self._early_keys.append(event)
+            else:
+                await self._take_key(event)
+            return
+        await super().on_event(event)
+
+    async def _take_key(self, key: events.Key) -> None:
+        for typed in self._as_typed(key):
+            if not self._type_into_question(typed):
+                await super().on_event(typed)
+
+    def _as_typed(self, key: events.Key) -> list[events.Key]:
+        """`key` as the user typed it: escape then a character may arrive as alt+character.
+
+        A terminal sends Alt+x as ESC x, so Textual reads an ESC followed within its
+        escape delay (ESCDELAY, 100 ms) by a character as one alt+ key: escape, then
+        typing at once. The chat binds no alt+ key, so it is taken as the two keys.
+        """
+        character = key.character
+        if not key.key.startswith("alt+") or character is None or len(character) != 1:
+            return [key]
+        if not character.isprintable() or key.key in self.screen.active_bindings:
+            return [key]
+        name = character if character.isalnum() else key.key.removeprefix("alt+")
+        return [events.Key("escape", "\x1b"), events.Key(name, character)]
+
+    def _type_into_question(self, key: events.Key) -> bool:
+        """Write a character typed outside the question box into it; True if it was.
+
+        Decided here, as each key arrives and in the order typed, not by the pane that
+        has the focus, which would hand a key on only after the focus may have moved.
+        """
+        if key.character is None or not key.is_printable:
+            return False
+        if key.key in self.screen.active_bindings:
+            return False
+        if isinstance(self.screen, CodeViewerScreen):
+            self.screen.dismiss()  # the next question is typed where questions are asked
+        if self.screen is not self.chat:
+            return False  # the help takes its own keys
+        return self.chat.type_into_question(key.character)
 
     @property
     def index(self) -> Index | None:
@@ -159,14 +220,29 @@ class CodeqaApp(App[None]):
 
     def _set_status(self, **changes: object) -> None:
         self.status = self.status.with_changes(**changes)
-        self.chat.query_one(StatusBar).status = self.status
-        self.refresh_bindings()  # "cancel answer" shows only while there is one
+        bar = self._on_chat(StatusBar)
+        if bar is not None:
+            bar.status = self.status
+            self.refresh_bindings()  # "cancel answer" shows only while there is one
+
+    def _on_chat(self, widget_type: type[W]) -> W | None:
+        """The chat screen's `widget_type`, or None before it is composed or once it is gone.
+
+        Workers report whenever they finish, also while the app quits: what they say
+        then is kept (in `status`) or dropped, never raised.
+        """
+        try:
+            return self.chat.query_one(widget_type)
+        except NoMatches:
+            return None
 
     # ---- indexing ---------------------------------------------------------------------
 
     def start_indexing(self, *, refreshing: bool = False) -> None:
         self.work = replace(self.work, running=self.work.running + 1, refreshing=refreshing)
-        self.chat.query_one(IndexProgress).start()
+        progress = self._on_chat(IndexProgress)
+        if progress is not None:
+            progress.start()
         rebuild = self.work.rebuild_next
         self.work = replace(self.work, rebuild_next=False)
         self._index_worker(rebuild, self.assistant is None)
@@ -223,7 +299,9 @@ class CodeqaApp(App[None]):
 
     def on_index_progressed(self, message: IndexProgressed) -> None:
         event: ProgressEvent = message.event
-        self.chat.query_one(IndexProgress).update_from(event)
+        progress = self._on_chat(IndexProgress)
+        if progress is not None:
+            progress.update_from(event)
         if event.phase == "embed" and event.total and self.index is not None:
             chunks = max(self.status.chunks or 0, 1)
             filled = 1 - (event.total - event.done) / chunks
@@ -269,6 +347,8 @@ class CodeqaApp(App[None]):
         """Answer the question asked before the index and the assistant were both ready."""
         if self._pending_question is None or self.assistant is None or self.index is None:
             return
+        if self.answering:
+            return  # a cancelled answer's worker is still finishing
         question, self._pending_question = self._pending_question, None
         self._run_answer(question)
 
@@ -341,7 +421,9 @@ class CodeqaApp(App[None]):
         self.start_indexing(refreshing=True)
 
     def _indexing_done(self) -> None:
-        self.chat.query_one(IndexProgress).done()
+        progress = self._on_chat(IndexProgress)
+        if progress is not None:
+            progress.done()
 
     def action_reindex(self) -> None:
         if self.work.running or self.live.filling:
@@ -354,19 +436,21 @@ class CodeqaApp(App[None]):
     # ---- answering --------------------------------------------------------------------
 
     async def on_chat_screen_asked(self, message: ChatScreen.Asked) -> None:
-        if self.answering:
+        if self._answer_view is not None:
             self.notify("an answer is still being written; press escape to cancel it")
             return
-        if self.assistant is None:
-            if self.index_error is not None:
-                self.notify(self.index_error, title="No index", severity="error")
-                return
-            self._pending_question = message.question
-            self._answer_view = await self.chat.begin_answer(message.question)
-            self.refresh_bindings()
-            self.notify("the index is being built; your question is answered when it is ready")
+        if self.assistant is None and self.index_error is not None:
+            self.notify(self.index_error, title="No index", severity="error")
             return
         self._answer_view = await self.chat.begin_answer(message.question)
+        if self.assistant is None or self.answering:
+            # Answered when the index is ready, or when a cancelled answer's worker,
+            # still running its last search, has let go of the index.
+            self._pending_question = message.question
+            self.refresh_bindings()
+            if self.assistant is None:
+                self.notify("the index is being built; your question is answered when it is ready")
+            return
         self._run_answer(message.question)
 
     def _run_answer(self, question: str) -> None:
@@ -406,11 +490,17 @@ class CodeqaApp(App[None]):
                 self.notify(warning, title="About this answer", timeout=8)
 
     async def on_answer_token(self, message: AnswerToken) -> None:
-        if self._answer_view is not None:
+        cancel = self._answer_cancel
+        if self._answer_view is not None and cancel is not None and not cancel.is_set():
             await self._answer_view.write(message.text)
 
     async def on_answer_finished(self, message: AnswerFinished) -> None:
         answer = message.answer
+        if self._on_chat(CitationList) is None:  # the app quit meanwhile: nowhere to show it
+            self._answer_done()
+            return
+        if self._cancelled_answer_settled():
+            return
         if self._answer_view is not None:
             await self._answer_view.finish(_shown_text(answer))
         self.chat.show_evidence(answer, self._retriever.search_scores)
@@ -419,7 +509,18 @@ class CodeqaApp(App[None]):
         self._answer_done()
 
     async def on_answer_failed(self, message: AnswerFailed) -> None:
+        if self._cancelled_answer_settled():
+            return
         await self._fail_pending_answer(message.reason, message.cancelled)
+
+    def _cancelled_answer_settled(self) -> bool:
+        """True when the worker that ended wrote an answer already shown as cancelled."""
+        cancel = self._answer_cancel
+        if cancel is None or not cancel.is_set():
+            return False
+        self._answer_cancel = None
+        self._answer_pending()  # a question asked meanwhile
+        return True
 
     async def _fail_pending_answer(self, reason: str, cancelled: bool = False) -> None:
         if self._answer_view is not None:
@@ -428,26 +529,36 @@ class CodeqaApp(App[None]):
             self.notify(reason, title="No answer", severity="error", timeout=10)
         self._answer_done()
 
-    def _answer_done(self) -> None:
+    def _answer_done(self, state: str | None = None) -> None:
         self._answer_cancel = None
         self._answer_view = None
-        self._set_status(state=FILLING if self.live.filling else "ready")
+        self._set_status(state=state or (FILLING if self.live.filling else "ready"))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_answer":
-            return self.answering or self._pending_question is not None
+            return self._answer_view is not None
         return True
 
-    def action_cancel_answer(self) -> None:
+    async def action_cancel_answer(self) -> None:
+        """Stop the answer being written, at once and whatever writes it.
+
+        A model's reply stops at the next token; an offline answer (or a search) does
+        not stop midway, so the chat stops waiting for it: what was written stays,
+        marked stopped, and the worker's result is dropped when it ends.
+        """
+        view, self._answer_view = self._answer_view, None
+        self._pending_question = None  # waiting for the index, or for a cancelled worker
         if self._answer_cancel is not None:
             self._answer_cancel.set()
-            self._set_status(state="cancelling")
-        elif self._pending_question is not None:
-            self._pending_question = None
-            self.run_worker(self._fail_pending_answer("cancelled", cancelled=True))
+        if view is not None:
+            await view.stop()
+        if self._answer_cancel is None:
+            self._answer_done(state=CANCELLED)
+        else:
+            self._set_status(state=CANCELLED)  # the worker's result is dropped when it ends
 
     async def action_new_chat(self) -> None:
-        if self.answering:
+        if self._answer_view is not None:
             self.notify("wait for the answer to finish (or press escape) first")
             return
         self.thread_id = f"chat-{next(self._threads)}"
@@ -463,7 +574,7 @@ class CodeqaApp(App[None]):
         self._open_viewer(message.location)
 
     def _open_viewer(self, opened: Citation) -> None:
-        """Show `opened`; `n` / `p` there step through the answer's citations."""
+        """Show `opened`; tab / shift+tab there step through the answer's citations."""
         if self.index is None:
             return  # nothing indexed yet, so nothing to show
         citations = self.chat.query_one(CitationList).citations
@@ -486,6 +597,7 @@ class CodeqaApp(App[None]):
 
 
 FILLING = "filling vectors"  # the state while vectors are embedded behind keyword search
+CANCELLED = "answer cancelled"  # after escape, until the next question or index event
 
 
 @dataclass(frozen=True, slots=True)

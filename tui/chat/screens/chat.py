@@ -1,4 +1,4 @@
-"""The main screen: conversation and question on the left, citations and evidence right."""
+"""The main screen: conversation and question, with citations and evidence beside or below."""
 
 from __future__ import annotations
 
@@ -13,24 +13,32 @@ from codeqa.tui.chat.widgets import (
     SourcesPanel,
     StatusBar,
 )
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+WIDE = 120  # columns from which the citations and evidence sit beside the conversation
+
 
 class ChatScreen(Screen[None]):
     # No single-character keys: whatever pane has the focus, a letter is part of a
-    # question being typed (see `on_key`), never a command. Quitting is ctrl+c.
+    # question being typed (the app sends it to `type_into_question`), never a command.
+    # Quitting is ctrl+c.
     BINDINGS = [
         Binding("escape", "app.cancel_answer", "Cancel answer"),
         Binding("f1", "app.help", "Help", key_display="F1"),
         Binding("ctrl+n", "app.new_chat", "New chat"),
         Binding("ctrl+r", "app.reindex", "Re-index"),
     ]
+
+    # Below WIDE columns the citations and evidence go under the conversation, side by
+    # side, so an answer is read at the terminal's width (at 80 columns, beside them,
+    # it had 44).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]
 
     class Ready(Message):
         """The screen's widgets are in place: the app may start filling them."""
@@ -71,15 +79,20 @@ class ChatScreen(Screen[None]):
     def focus_question(self) -> None:
         self.query_one("#question", Input).focus()
 
-    def on_key(self, event: events.Key) -> None:
-        """A character typed in another pane goes to the question box, which takes the focus."""
-        question = self.query_one("#question", Input)
-        if self.focused is question or not event.is_printable or event.character is None:
-            return
-        event.stop()
-        event.prevent_default()
-        question.focus()
-        question.insert_text_at_cursor(event.character)
+    def type_into_question(self, character: str) -> bool:
+        """Add `character` to the question and give the box the focus.
+
+        False when the box has the focus already: the key is then the box's own to take.
+        """
+        try:
+            question = self.query_one("#question", Input)
+        except NoMatches:  # not composed yet: the key goes where Textual sends it
+            return False
+        if self.focused is question:
+            return False
+        self.set_focus(question)
+        question.insert_text_at_cursor(character)
+        return True
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         question = event.value.strip()

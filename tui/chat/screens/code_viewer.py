@@ -9,9 +9,11 @@ from codeqa.agent.retriever import Retriever
 from codeqa.retrieval.errors import CodeqaError, SourceUnreadable
 from codeqa.retrieval.records import SkippedFile, SkipReason
 from codeqa.tui.chat.editor import editor_command
-from codeqa.tui.chat.widgets.code_view import CodeView
+from codeqa.tui.chat.widgets.code_view import CodeView, highlighted_lines
 from codeqa.tui.chat.widgets.location_text import fit_location
 from codeqa.tui.terminal_text import visible
+from rich.text import Text
+from textual import work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.screen import Screen
@@ -19,13 +21,18 @@ from textual.widgets import Footer, Label
 
 
 class CodeViewerScreen(Screen[None]):
-    """Shows `opened` (a citation, or an evidence row); `n` / `p` step through `citations`."""
+    """Shows `opened` (a citation, or an evidence row); tab / shift+tab step through `citations`.
+
+    No letter is a command here either: a letter typed over the code starts the next
+    question (the app closes the viewer for it). The keys are priority bindings, acted
+    on as they arrive, so that keys typed right after escape reach the question box.
+    """
 
     BINDINGS = [
-        Binding("escape,q", "dismiss", "Back"),
-        Binding("n", "step(1)", "Next citation"),
-        Binding("p", "step(-1)", "Previous citation"),
-        Binding("e", "open_editor", "Open in $EDITOR"),
+        Binding("escape", "dismiss", "Back", priority=True),
+        Binding("tab", "step(1)", "Next citation", priority=True),
+        Binding("shift+tab", "step(-1)", "Previous", priority=True),
+        Binding("ctrl+e", "open_editor", "$EDITOR", priority=True),
     ]
 
     def __init__(self, retriever: Retriever, citations: list[Citation], opened: Citation) -> None:
@@ -36,37 +43,36 @@ class CodeViewerScreen(Screen[None]):
         self._edited: set[str] = set()
         self.citations = citations
         self.citation = opened
-        # None: `opened` is evidence the answer does not cite; `n` then starts at the first.
+        # None: `opened` is evidence the answer does not cite; tab then starts at the first.
         self.position: int | None = citations.index(opened) if opened in citations else None
         self._loaded_path: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Label("", id="viewer-title", markup=False)  # a path of the repository's
         yield CodeView(id="code")
-        yield Label("", id="viewer-cursor")
+        yield Label("", id="viewer-cursor", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
         self.show_citation()
         self.query_one(CodeView).focus()
 
-    def show_citation(self) -> None:
+    @property
+    def loaded(self) -> bool:
+        """The shown citation's file is on screen (not still being read)."""
+        return self._loaded_path == self.citation.path
+
+    def show_citation(self, cursor_line: int | None = None) -> None:
+        """Show the current citation: its file is read and coloured on a worker thread
+        (seconds for a large file on a loaded machine), the viewer saying so meanwhile."""
         citation = self.citation
-        view = self.query_one(CodeView)
         if citation.path != self._loaded_path:
-            try:
-                text = read_source(
-                    self.retriever, citation.path, as_indexed=citation.path not in self._edited
-                )
-            except CodeqaError as error:
-                self.notify(str(error), title="Cannot show the code", severity="error")
-                view.load("", citation.path)
-                self._loaded_path = None
-            else:
-                view.load(text, citation.path, (citation.start_line, citation.end_line))
-                self._loaded_path = citation.path
+            self._loaded_path = None
+            self.query_one(CodeView).show_lines([])
+            self.query_one("#viewer-cursor", Label).update(f" loading {visible(citation.path)}…")
+            self._read(citation, citation.path not in self._edited, cursor_line)
         else:
-            view.mark((citation.start_line, citation.end_line))
+            self.query_one(CodeView).mark((citation.start_line, citation.end_line))
         if self.position is None:
             count = "  (evidence)"
         else:
@@ -79,7 +85,36 @@ class CodeViewerScreen(Screen[None]):
         )
         self.query_one("#viewer-title", Label).update(f" {location}{count}")
 
+    @work(thread=True, group="viewer-read", exit_on_error=False)
+    def _read(self, citation: Citation, as_indexed: bool, cursor_line: int | None) -> None:
+        try:
+            text = read_source(self.retriever, citation.path, as_indexed=as_indexed)
+            shown: list[Text] | str = highlighted_lines(text, citation.path)
+        except CodeqaError as error:
+            shown = str(error)
+        try:
+            self.app.call_from_thread(self._show_read, citation, shown, cursor_line)
+        except RuntimeError:  # the app has quit meanwhile
+            pass
+
+    def _show_read(
+        self, citation: Citation, shown: list[Text] | str, cursor_line: int | None
+    ) -> None:
+        if citation is not self.citation or not self.is_attached:
+            return  # stepped to another citation, or closed, while this file was read
+        view = self.query_one(CodeView)
+        if isinstance(shown, str):
+            self.notify(shown, title="Cannot show the code", severity="error")
+            self.query_one("#viewer-cursor", Label).update(" not shown")
+            return
+        self._loaded_path = citation.path
+        view.show_lines(shown, (citation.start_line, citation.end_line))
+        if cursor_line is not None:
+            view.move_cursor(cursor_line)
+
     def on_code_view_cursor_moved(self, event: CodeView.CursorMoved) -> None:
+        if not self.loaded:
+            return  # the line says the file is loading
         view = self.query_one(CodeView)
         self.query_one("#viewer-cursor", Label).update(f" line {event.line} of {view.line_count}")
 
@@ -114,8 +149,7 @@ class CodeViewerScreen(Screen[None]):
             self.notify(f"{command[0]} exited with status {result.returncode}", severity="warning")
         self._edited.add(self.citation.path)
         self._loaded_path = None  # the file may have been edited: reload it
-        self.show_citation()
-        self.query_one(CodeView).move_cursor(line)
+        self.show_citation(cursor_line=line)
 
 
 def read_source(retriever: Retriever, path: str, *, as_indexed: bool = True) -> str:

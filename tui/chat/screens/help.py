@@ -18,7 +18,8 @@ Ask about the repository; every answer cites `file:start-end`.
 - `escape` cancel the answer being written
 - `tab` / `shift+tab` move between question, conversation, citations and evidence
 - `↑` `↓` `enter` or a click: open a citation in the code viewer (evidence rows: click twice)
-- typing in any pane writes into the question box: letters are never commands here
+- typing in any pane writes into the question box: letters are never commands,
+  here or in the code viewer
 - `ctrl+n` new conversation (earlier questions are forgotten)
 - `ctrl+r` re-index the repository (picks up changed files)
 - `f1` this help
@@ -26,9 +27,9 @@ Ask about the repository; every answer cites `file:start-end`.
 
 ## Code viewer
 - `↑` `↓` `pgup` `pgdn` `home` `end` move; a click puts the cursor on a line
-- `n` / `p` next / previous citation of the answer (also from an evidence row)
-- `e` open the file in `$EDITOR` at the cursor line
-- `escape` or `q` back to the question box
+- `tab` / `shift+tab` next / previous citation of the answer (also from an evidence row)
+- `ctrl+e` open the file in `$EDITOR` at the cursor line
+- `escape` back to the question box; typing goes back there too, with what you type
 
 ## Offline mode
 Without `--model` (or `$CODEQA_MODEL`) answers are built offline from the

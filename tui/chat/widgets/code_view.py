@@ -27,8 +27,9 @@ from textual.strip import Strip
 CONTEXT_ABOVE = 3
 # Pygments theme: readable on dark terminals, and fixed so snapshots do not drift.
 SYNTAX_THEME = "monokai"
-# Pygments takes about a second per few hundred KB on a slow machine and this runs on
-# the UI thread; larger files (generated code, data) are shown without colour.
+# Pygments takes about a second per few hundred KB on a slow machine (off the UI
+# thread, but the file waits for it); larger files (generated code, data) are shown
+# without colour.
 HIGHLIGHT_MAX_BYTES = 300_000
 # Rendered lines kept: a few screens' worth, so scrolling does not re-render styles.
 LINE_CACHE_SIZE = 1024
@@ -45,13 +46,14 @@ class CodeView(ScrollView, can_focus=True):
         "code-view--cursor",
     }
 
+    # No letters: a letter typed over the code is the start of a question.
     BINDINGS = [
-        Binding("up,k", "cursor_up", "Up", show=False),
-        Binding("down,j", "cursor_down", "Down", show=False),
+        Binding("up", "cursor_up", "Up", show=False),
+        Binding("down", "cursor_down", "Down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown,space", "page_down", "Page down", show=False),
-        Binding("home,g", "first_line", "Top", show=False),
-        Binding("end,G", "last_line", "Bottom", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home", "first_line", "Top", show=False),
+        Binding("end", "last_line", "Bottom", show=False),
     ]
 
     cursor_line: reactive[int] = reactive(1)
@@ -84,19 +86,12 @@ class CodeView(ScrollView, can_focus=True):
         return self._highlight
 
     def load(self, text: str, path: str, highlight: tuple[int, int] | None = None) -> None:
-        """Show `text` (the file at `path`), marking lines `highlight` (1-based, inclusive).
+        """Show `text` (the file at `path`), marking lines `highlight` (1-based, inclusive)."""
+        self.show_lines(highlighted_lines(text, path), highlight)
 
-        Its control and bidi characters show as visible stand-ins, one for one, so the
-        lines stay where they are and the file cannot drive the terminal.
-        """
-        text = visible(text).expandtabs(4)
-        if len(text) <= HIGHLIGHT_MAX_BYTES:
-            syntax = Syntax("", Syntax.guess_lexer(path, text), theme=SYNTAX_THEME)
-            highlighted = _foreground_only(syntax.highlight(text))
-        else:
-            highlighted = Text(text, end="")
-        highlighted.rstrip()
-        self._lines = list(highlighted.split("\n", allow_blank=True)) or [Text("")]
+    def show_lines(self, lines: list[Text], highlight: tuple[int, int] | None = None) -> None:
+        """Show `lines` (from `highlighted_lines`), marking lines `highlight`."""
+        self._lines = lines or [Text("")]
         self._gutter_width = len(str(len(self._lines))) + 2
         self._width = max((line.cell_len for line in self._lines), default=0)
         self.virtual_size = Size(self._gutter_width + _GUTTER_GAP + self._width, len(self._lines))
@@ -205,6 +200,23 @@ class CodeView(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._rendered.clear()  # the theme changed: cached lines carry the old colours
+
+
+def highlighted_lines(text: str, path: str) -> list[Text]:
+    """`text` (the file at `path`) as coloured display lines; slow on a large file, so
+    the viewer runs it off the UI thread.
+
+    Its control and bidi characters show as visible stand-ins, one for one, so the
+    lines stay where they are and the file cannot drive the terminal.
+    """
+    text = visible(text).expandtabs(4)
+    if len(text) <= HIGHLIGHT_MAX_BYTES:
+        syntax = Syntax("", Syntax.guess_lexer(path, text), theme=SYNTAX_THEME)
+        highlighted = _foreground_only(syntax.highlight(text))
+    else:
+        highlighted = Text(text, end="")
+    highlighted.rstrip()
+    return list(highlighted.split("\n", allow_blank=True)) or [Text("")]
 
 
 def _foreground_only(text: Text) -> Text:

@@ -49,6 +49,16 @@ class AnswerMessage(Markdown):
         if isinstance(self.parent, Conversation):
             self.parent.keep_in_view()
 
+    async def stop(self) -> None:
+        """Stopped by the user: what was streamed stays, marked as stopped."""
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self.remove_class("pending")
+        self.add_class("failed")
+        kept = f"{self.streamed}\n\n" if self.streamed else ""
+        await self.update(visible(f"{kept}_(stopped: cancelled with escape)_"))
+
     async def fail(self, message: str) -> None:
         if self._stream is not None:
             await self._stream.stop()

@@ -42,20 +42,31 @@ class SourcesPanel(DataTable):
         self._scores: Mapping[str, float] = {}
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
         self.add_column("#", key="rank", width=_RANK_WIDTH)
         self.add_column("score", key="score", width=_SCORE_WIDTH)
         self.add_column("location", key="location")
         self.add_column("symbol", key="symbol")
 
     def show(self, sources: list[SearchHit], scores: Mapping[str, float]) -> None:
-        """List `sources` in rank order; `scores` are their search scores by chunk id."""
-        self._hits = list(sources)
+        """List `sources` best score first; `scores` are their search scores by chunk id.
+
+        Hits found by name, path or grep have no score: they follow, in the agent's order.
+        """
         self._scores = dict(scores)
+        scored = [hit for hit in sources if hit.chunk.chunk_id in self._scores]
+        scored.sort(key=lambda hit: -self._scores[hit.chunk.chunk_id])  # stable: ties keep rank
+        self._hits = scored + [hit for hit in sources if hit.chunk.chunk_id not in self._scores]
         self._render_rows()
         self.border_subtitle = str(len(sources)) if sources else ""
 
     def _render_rows(self) -> None:
-        self.clear()
+        # The columns too: a column keeps the widest cell it ever held, so rows fitted
+        # to a wider pane would push the next ones past its edge after a resize.
+        self.clear(columns=True)
+        self._add_columns()
         # Each column is padded by `cell_padding` on both sides; the vertical scrollbar
         # takes its columns when the rows (and the header) outgrow the pane.
         fixed = _RANK_WIDTH + _SCORE_WIDTH + 6 * self.cell_padding
