@@ -659,13 +659,18 @@ async def test_evidence_shows_the_score_codeqa_search_prints(shop):
                 assert score in printed[by_location[location]]
 
 
-async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_range(tmp_path):
+def deep_shop_app(tmp_path: Path) -> AnswerRecordingApp:
+    """The shop with its inventory code four folders deep: paths too long for 80 columns."""
     repo = make_shop(tmp_path)
     deep = repo / "services" / "warehouse" / "stock_management" / "core"
     deep.mkdir(parents=True)
     shutil.move(repo / "inventory.py", deep / "inventory_levels.py")
     settings = Settings(index=IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL))
-    app = AnswerRecordingApp(ChatConfig(repo, settings, AgentSettings()))
+    return AnswerRecordingApp(ChatConfig(repo, settings, AgentSettings()))
+
+
+async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_range(tmp_path):
+    app = deep_shop_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, ready(app))
         await ask(pilot, "where is the reorder level checked?")
@@ -690,12 +695,7 @@ async def test_at_80x24_every_citation_and_evidence_row_shows_its_whole_line_ran
 
 
 async def test_at_80_columns_the_answer_has_the_width_and_panes_refit_on_resize(tmp_path):
-    repo = make_shop(tmp_path)
-    deep = repo / "services" / "warehouse" / "stock_management" / "core"
-    deep.mkdir(parents=True)
-    shutil.move(repo / "inventory.py", deep / "inventory_levels.py")
-    settings = Settings(index=IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL))
-    app = AnswerRecordingApp(ChatConfig(repo, settings, AgentSettings()))
+    app = deep_shop_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, ready(app))
         await ask(pilot, "where is the reorder level checked?")

@@ -37,10 +37,7 @@ class AnswerMessage(Markdown):
 
     async def finish(self, text: str) -> None:
         """Show the final text (citations may have been checked and corrected since streaming)."""
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
-        self.remove_class("pending")
+        await self._end_stream()
         if text != self.streamed:
             await self.update(visible(text))
         self._keep_in_view()
@@ -51,22 +48,23 @@ class AnswerMessage(Markdown):
 
     async def stop(self) -> None:
         """Stopped by the user: what was streamed stays, marked as stopped."""
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
-        self.remove_class("pending")
-        self.add_class("failed")
-        kept = f"{self.streamed}\n\n" if self.streamed else ""
-        await self.update(visible(f"{kept}_(stopped: cancelled with escape)_"))
+        await self._end_unanswered("_(stopped: cancelled with escape)_")
 
     async def fail(self, message: str) -> None:
+        await self._end_unanswered(f"**No answer:** {message}")
+
+    async def _end_stream(self) -> None:
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
         self.remove_class("pending")
+
+    async def _end_unanswered(self, note: str) -> None:
+        """What was streamed stays, followed by `note` saying why the answer ended there."""
+        await self._end_stream()
         self.add_class("failed")
         kept = f"{self.streamed}\n\n" if self.streamed else ""
-        await self.update(visible(f"{kept}**No answer:** {message}"))
+        await self.update(visible(f"{kept}{note}"))
 
 
 class Conversation(VerticalScroll):
