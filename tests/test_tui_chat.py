@@ -34,7 +34,7 @@ from codeqa.tui.settings import Settings
 from scripted_llm import ScriptedModel, install_scripted
 from textual import events
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Label
 
 FIXTURES = Path(__file__).parent / "fixtures" / "languages"
 SHOP_FILES = ("inventory.py", "ratelimit.go", "router.js")
@@ -789,6 +789,10 @@ def test_snapshot_of_the_code_viewer(shop, scripted, snap_compare):
         app.chat.query_one(CitationList).focus()
         await pilot.press("enter")
         await wait_for(pilot, viewer_shown(app))
+        # Drawn, then scrolled and its cursor line told after the next refresh: waited for,
+        # not timed (a loaded machine took longer than a fixed pause once).
+        cursor = app.screen.query_one("#viewer-cursor", Label)
+        await wait_for(pilot, lambda: str(cursor.render()).startswith(" line "))
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_citation)
