@@ -57,6 +57,56 @@ def test_a_question_whose_subject_the_repository_never_names_is_not_relevant():
     assert about_it.relevant and about_it.absent_share == 0
 
 
+# A connection helper: "web" and "socket" are here, a WebSocket is not.
+SOCKET = Chunk(
+    "net/connect.py", 1, 4, "python", ChunkKind.DECLARATION, "open_web_socket",
+    "def open_web_socket(host, port)",
+    "def open_web_socket(host, port):\n    sock = socket.create_connection((host, port))\n"
+    "    sock.send(handshake(host))\n    return sock",
+    "",
+)  # fmt: skip
+
+
+def _held_by_socket(word: str) -> bool:
+    """The repository of the WebSocket tests: SOCKET's words only."""
+    return word in set(subject_words(f"{SOCKET.path} {SOCKET.symbol} {SOCKET.text}"))
+
+
+# A question on SCANNER's words, nine subject words of which the hit holds eight.
+ABOUT_THE_SCANNER = "How does {} scan and parse an object, an array and a context once{}?"
+
+
+def test_a_plain_question_about_a_named_thing_the_repository_lacks_is_not_relevant():
+    # The one thing it names, GraphQL, is nowhere: too few words absent for the share alone.
+    question = ABOUT_THE_SCANNER.format("the scanner", " for GraphQL")
+    judged = assess_relevance(question, [SearchHit(SCANNER, 1)], _held_anywhere)
+    assert judged.score > 0.99 and judged.absent_share < 0.25
+    assert not judged.names_code and judged.named_absent_share == 1.0
+    assert not judged.relevant
+
+
+def test_a_question_naming_the_repositorys_code_is_judged_on_all_its_words():
+    # Asked of py_make_scanner itself, a word the code lacks is a detail of the question.
+    question = ABOUT_THE_SCANNER.format("py_make_scanner", " for GraphQL")
+    judged = assess_relevance(question, [SearchHit(SCANNER, 1)], _held_anywhere)
+    assert judged.names_code and judged.named_absent_share == 0 and judged.relevant
+
+
+def test_an_abstraction_written_in_lowercase_is_no_named_thing():
+    question = ABOUT_THE_SCANNER.format("the scanner", ", architecturally")
+    judged = assess_relevance(question, [SearchHit(SCANNER, 1)], _held_anywhere)
+    assert judged.named_absent_share == 0 and judged.relevant
+
+
+def test_a_compound_name_is_held_only_where_the_repository_spells_it_whole():
+    hits = [SearchHit(SOCKET, 1)]
+    asked = "How does the connection open a WebSocket to the host and port, and send its handshake?"
+    websocket = assess_relevance(asked, hits, _held_by_socket)
+    assert websocket.named_absent_share == 1.0 and not websocket.relevant
+    spelled_apart = asked.replace("WebSocket", "web socket")
+    assert assess_relevance(spelled_apart, hits, _held_by_socket).relevant
+
+
 def test_no_hits_is_not_relevant_and_a_question_without_subject_is_not_flagged():
     assert not assess_relevance("kubernetes pod autoscaler", []).relevant
     assert assess_relevance("how does it work?", [SearchHit(SCANNER, 1)]).relevant

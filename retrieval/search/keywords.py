@@ -81,6 +81,11 @@ def _expanded(text: str) -> str:
     return " ".join(expanded for expanded in expansions if expanded)
 
 
+def written_words(text: str) -> list[str]:
+    """`text`'s words as written, before expansion: `WebSocket`, `rate-limit`, `a.b.c`."""
+    return [match.group() for match in _WORD.finditer(text)]
+
+
 def keyword_query(text: str) -> str:
     """A query string for the keyword index: the same expansion the chunks went through.
 
