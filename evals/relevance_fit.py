@@ -9,7 +9,21 @@ fits a logistic model on the two coverage shares, and prints the coefficients, t
 highest threshold keeping false alarms on in-scope questions at or under the target,
 and the detection rate on the out-of-scope questions, at the fitted and at the shipped
 coefficients; then the same two rates for each limit on the share of a question's words
-found nowhere in the repository (the index's word lookup, as `ask` and `search` use it).
+found nowhere in the repository (the index's word lookup, as `ask` and `search` use it),
+and, with that limit as shipped, for each limit on the share of the things a question
+naming none of the repository's code names that are nowhere in it. The row of
+`absent_share_limits` at 0.25 is the rule shipped before the named things were read.
+
+The limits are chosen on the training split, never on the dev or unseen sets: its
+SWE-bench issues of four corpora (fetched with /work/shared/evals/fetch-corpora; keyword
+indexes suffice, hybrid search embeds its candidates at query time) and the questions
+written for them, then each limit the lowest adding at most 2% false alarms:
+
+    python -m codeqa.evals.relevance_fit --index-root DIR --corpora DIR \
+        --corpus xarray-0.15.1-wheel --corpus pylint-2.14.0-wheel \
+        --corpus seaborn-0.12.0-wheel --corpus sphinx-3.1.2-wheel \
+        swebench-loc-train.jsonl evals/samples/in-scope-train.jsonl \
+        --out-of-scope evals/samples/out-of-scope-train.jsonl
 
 evals/samples/out-of-scope-unseen.jsonl is about packages codeqa was never tuned on, to
 be unpacked and made git repositories under the out-of-scope corpora folder:
@@ -33,6 +47,7 @@ from codeqa.retrieval.index import open_index
 from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.search.relevance import (
     ABSENT_SHARE_LIMIT,
+    NAMED_ABSENT_SHARE_LIMIT,
     RELEVANCE_HITS,
     RELEVANCE_THRESHOLD,
     assess_relevance,
@@ -43,7 +58,8 @@ MAX_FALSE_ALARMS = 0.02
 
 
 def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bool) -> np.ndarray:
-    """(all_share, best_share, shipped score, absent_share) of each question, in order.
+    """(all_share, best_share, shipped score, absent_share, named_absent_share) of each
+    question, in order.
 
     With `agent` the hits are an offline answer's sources (what `codeqa ask` judges),
     else hybrid search's top RELEVANCE_HITS (what `codeqa search` judges).
@@ -51,7 +67,7 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
     by_corpus: dict[str, list[int]] = {}
     for position, question in enumerate(questions):
         by_corpus.setdefault(question.corpus, []).append(position)
-    found: dict[int, tuple[float, float, float, float]] = {}
+    found: dict[int, tuple[float, float, float, float, float]] = {}
     base = IndexSettings(vector_cache=index_root / "vectors.sqlite", cache_root=user_cache_root())
     for corpus, positions in by_corpus.items():
         settings = replace(base, index_dir=index_root / corpus)
@@ -69,6 +85,7 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
                     verdict.best_share,
                     verdict.score,
                     verdict.absent_share,
+                    verdict.named_absent_share,
                 )
     rows = [found[position] for position in range(len(questions))]
     return np.array(rows, dtype=np.float64)
@@ -96,8 +113,13 @@ def main() -> None:
     parser.add_argument("--out-of-scope-corpora", type=Path, help="default: --corpora")
     parser.add_argument("--out-of-scope-index-root", type=Path, help="default: --index-root")
     parser.add_argument("--agent", action="store_true", help="judge offline answers' sources")
+    parser.add_argument(
+        "--corpus", action="append", default=[], help="keep only these corpora's questions"
+    )
     args = parser.parse_args()
     inside = [q for path in args.in_scope for q in load_dataset(path)]
+    if args.corpus:
+        inside = [q for q in inside if q.corpus in args.corpus]
     outside = load_dataset(args.out_of_scope)
     a = shares(inside, args.corpora, args.index_root, args.agent)
     b = shares(
@@ -120,12 +142,10 @@ def main() -> None:
         "fitted_threshold": threshold,
         "fitted_false_alarms": float(np.mean(fitted_a < threshold)),
         "fitted_detection": float(np.mean(fitted_b < threshold)),
-        "shipped_false_alarms": float(
-            np.mean((a[:, 2] < RELEVANCE_THRESHOLD) | (a[:, 3] >= ABSENT_SHARE_LIMIT))
-        ),
-        "shipped_detection": float(
-            np.mean((b[:, 2] < RELEVANCE_THRESHOLD) | (b[:, 3] >= ABSENT_SHARE_LIMIT))
-        ),
+        "shipped_false_alarms": float(np.mean(flagged(a))),
+        "shipped_detection": float(np.mean(flagged(b))),
+        "shipped_flagged": f"{int(flagged(a).sum())} of {len(a)} in scope, "
+        f"{int(flagged(b).sum())} of {len(b)} out of scope",
         "in_scope_share_means": a[:, :2].mean(axis=0).tolist(),
         "out_of_scope_share_means": b[:, :2].mean(axis=0).tolist(),
     }
@@ -144,13 +164,31 @@ def main() -> None:
         }
         for limit in np.arange(0.05, 0.45, 0.05)
     }
+    shipped_a |= a[:, 3] >= ABSENT_SHARE_LIMIT
+    shipped_b |= b[:, 3] >= ABSENT_SHARE_LIMIT
+    report["named_absent_share_limits"] = {
+        f"{limit:.2f}": {
+            "false_alarms": float(np.mean(shipped_a | (a[:, 4] >= limit))),
+            "detection": float(np.mean(shipped_b | (b[:, 4] >= limit))),
+        }
+        for limit in (0.25, 0.34, 0.5, 0.6, 0.67, 1.0)
+    }
     print(json.dumps(report, indent=2, default=float))
-    for question, row in zip(inside, a, strict=True):
-        if row[2] < RELEVANCE_THRESHOLD or row[3] >= ABSENT_SHARE_LIMIT:
+    for question, row, alarm in zip(inside, a, flagged(a), strict=True):
+        if alarm:
             print("false alarm (shipped):", question.id, row.round(3).tolist())
-    for question, row in zip(outside, b, strict=True):
-        if row[2] >= RELEVANCE_THRESHOLD and row[3] < ABSENT_SHARE_LIMIT:
+    for question, row, alarm in zip(outside, b, flagged(b), strict=True):
+        if not alarm:
             print("missed (shipped):", question.id, row.round(3).tolist())
+
+
+def flagged(rows: np.ndarray) -> np.ndarray:
+    """Which rows of `shares` the shipped rule says nothing answers."""
+    return (
+        (rows[:, 2] < RELEVANCE_THRESHOLD)
+        | (rows[:, 3] >= ABSENT_SHARE_LIMIT)
+        | (rows[:, 4] >= NAMED_ABSENT_SHARE_LIMIT)
+    )
 
 
 if __name__ == "__main__":
