@@ -108,6 +108,9 @@ NAMED_ABSENT_SHARE_LIMIT = 0.5
 # A written word shaped like a name in code, not prose: snake_case, a.dotted.name, a::path,
 # a __dunder__, or camelCase / PascalCase (a small letter, then a capital: getHost).
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|__[A-Za-z]|\w\w(?:\.|::)[A-Za-z_]\w|[a-z][A-Z]")
+# A word with a capital after a word or a comma: a name, not the start of a sentence, a
+# heading or a list item (written as keywords.py reads a word: `HTTP/3` whole).
+_CAPITALIZED_MID_SENTENCE = re.compile(r"(?<=[\w,] )[A-Z][\w$]*(?:(?:\.|::|/|\\|-)[\w$]+)*")
 # What joins the parts of a written word into one name (keywords.py splits at these).
 _JOINED = re.compile(r"[./\\:_$-]")
 
@@ -203,10 +206,10 @@ def _named_absent_share(
     "WebSocket" is held only where `websocket` is (that "web" and "socket" are says nothing
     of WebSockets); a joined one ("HTTP/3", "pub/sub") where each of its subject parts is.
     """
+    capitalized = {match.group() for match in _CAPITALIZED_MID_SENTENCE.finditer(question)}
     named: dict[str, tuple[str, ...]] = {}
     for word in written_words(question):
-        mid_sentence = re.search(rf"[\w,] {re.escape(word)}\b", question) is not None
-        if not (_CODE_SHAPED.search(word) or (word[0].isupper() and mid_sentence)):
+        if not (word in capitalized or _CODE_SHAPED.search(word)):
             continue
         whole = word.lower()
         if _JOINED.search(word):
