@@ -105,6 +105,9 @@ def test_a_compound_name_is_held_only_where_the_repository_spells_it_whole():
     assert websocket.named_absent_share == 1.0 and not websocket.relevant
     spelled_apart = asked.replace("WebSocket", "web socket")
     assert assess_relevance(spelled_apart, hits, _held_by_socket).relevant
+    # Joined by a separator, a name is held where each of its parts is (code: web_socket).
+    joined = assess_relevance(asked.replace("WebSocket", "Web-Socket"), hits, _held_by_socket)
+    assert joined.named_absent_share == 0 and joined.relevant
 
 
 def test_no_hits_is_not_relevant_and_a_question_without_subject_is_not_flagged():
