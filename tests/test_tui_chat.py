@@ -31,8 +31,10 @@ from codeqa.tui.chat.widgets import (
 from codeqa.tui.chat.widgets.location_text import fit_location
 from codeqa.tui.chat.workers import AnswerFinished, IndexProgressed, LiveRetriever
 from codeqa.tui.settings import Settings
+from rich.text import Text
 from scripted_llm import ScriptedModel, install_scripted
 from textual import events
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Input, Label
 
@@ -286,6 +288,43 @@ async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scrip
             assert source[number - 1].strip() in text
         await pilot.press("escape")
         assert app.screen is app.chat
+
+
+class CodeViewApp(App):
+    def compose(self) -> ComposeResult:
+        yield CodeView()
+
+
+async def test_cited_lines_are_scrolled_to_even_before_the_view_has_measured_the_file():
+    # A file read fast arrives while the viewer still shows its one-line "loading" view:
+    # until the next layout the view has no scrollbar, and Textual ignores a plain scroll
+    # then. The viewer opened at the file's first line, not the cited ones.
+    lines = [Text(f"line {number}") for number in range(1, 118)]
+    app = CodeViewApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(CodeView)
+        view.show_lines([])
+        await pilot.pause()
+        view.show_lines(lines, (30, 73))
+        view.scroll_to_highlight()  # as the after-refresh call does, before the layout
+        assert int(view.scroll_offset.y) == 29
+        await pilot.pause()
+        assert int(view.scroll_offset.y) == 29
+
+
+async def test_a_file_shown_again_after_editing_keeps_the_cursor_line_in_view():
+    lines = [Text(f"line {number}") for number in range(1, 118)]
+    app = CodeViewApp()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(CodeView)
+        view.show_lines([])
+        await pilot.pause()
+        view.show_lines(lines, (30, 73))
+        view.move_cursor(100)  # the line the cursor was on when the file went to $EDITOR
+        await pilot.pause()  # the cited lines' scroll, due after the refresh, yields to it
+        assert view.cursor_line == 100
+        top = int(view.scroll_offset.y)
+        assert top <= 99 < top + view.scrollable_content_region.height
 
 
 async def test_a_citation_opens_at_once_saying_it_loads_then_shows_its_lines(shop, monkeypatch):

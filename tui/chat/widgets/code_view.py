@@ -73,6 +73,7 @@ class CodeView(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self._lines: list[Text] = []
         self._highlight: tuple[int, int] | None = None
+        self._scroll_pending = False  # the marked lines are still to be scrolled into view
         self._gutter_width = 0
         self._width = 0
         self._rendered: LRUCache[tuple[int, bool], Strip] = LRUCache(LINE_CACHE_SIZE)
@@ -108,9 +109,17 @@ class CodeView(ScrollView, can_focus=True):
         self._rendered.clear()
         self.refresh()
         self.cursor_line = highlight[0] if highlight else 1
-        self.call_after_refresh(self.scroll_to_highlight)
+        self._scroll_pending = True
+        self.call_after_refresh(self._scroll_after_mark)
+
+    def _scroll_after_mark(self) -> None:
+        # Unless the cursor was moved since (put back on the line it was on before the file
+        # was edited): then that line is what the user looks at.
+        if self._scroll_pending:
+            self.scroll_to_highlight()
 
     def scroll_to_highlight(self) -> None:
+        self._scroll_pending = False
         if self._highlight is None:
             return
         start, end = self._highlight
@@ -119,7 +128,10 @@ class CodeView(ScrollView, can_focus=True):
             top = start - 1 - CONTEXT_ABOVE
         else:
             top = start - 1
-        self.scroll_to(y=max(top, 0), animate=False)
+        # Forced: a file that arrives while the view still has its one-line "loading" size
+        # has no scrollbar until the next layout, and Textual ignores a plain scroll then
+        # (the viewer opened at the file's top). The offset is still clamped to the file.
+        self.scroll_to(y=max(top, 0), animate=False, force=True)
 
     def watch_cursor_line(self, old: int, new: int) -> None:
         self.refresh()
@@ -128,13 +140,14 @@ class CodeView(ScrollView, can_focus=True):
     def move_cursor(self, line: int) -> None:
         """Put the cursor on `line` (clamped to the file) and scroll it into view."""
         self.cursor_line = min(max(line, 1), max(len(self._lines), 1))
+        self._scroll_pending = False
         top = int(self.scroll_offset.y)
         height = self.scrollable_content_region.height
         index = self.cursor_line - 1
         if index < top:
-            self.scroll_to(y=index, animate=False)
+            self.scroll_to(y=index, animate=False, force=True)
         elif height and index >= top + height:
-            self.scroll_to(y=index - height + 1, animate=False)
+            self.scroll_to(y=index - height + 1, animate=False, force=True)  # as above
 
     def action_cursor_up(self) -> None:
         self.move_cursor(self.cursor_line - 1)
