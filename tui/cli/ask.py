@@ -103,7 +103,7 @@ def _answer_here(
     from codeqa.tui.cli.progress import ProgressPrinter
 
     search_mode = SearchMode(request.mode)
-    if settings.model is not None:  # a bad model name or key should not cost an indexing run
+    if settings.model:  # a bad model name or key should not cost an indexing run first
         from codeqa.agent.llm import LLMClient
 
         LLMClient(settings.agent(search_mode=search_mode)).check()
@@ -144,11 +144,11 @@ class _AgentImport:
     stack (LangGraph, LangChain's core: ~1.2 s on one core) on a thread once the chunks
     are stored, when there are new ones.
 
-    The refresh then builds the full-text index in LanceDB's native code, which leaves this
-    process's other core and the interpreter free, and writes the graph meanwhile: the
-    import runs beside both instead of before them. Not earlier: parsing keeps both cores
-    busy, and the store's import (pydantic, numpy) is over by then, so the two threads
-    never import the same modules at once.
+    The refresh then builds the full-text index in LanceDB's native code while it writes the
+    graph, and opens the index again: the import runs beside them instead of before the
+    refresh, which helps where a core is idle (a quiet machine) and not on a saturated one.
+    Not earlier: parsing keeps both cores busy, and the store's import (pydantic, numpy) is
+    over by then, so the two threads never import the same modules at once.
     """
 
     def __init__(self, progress: ProgressCallback) -> None:
