@@ -11,13 +11,14 @@ import argparse
 import json
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from codeqa.retrieval.errors import EmptyQuestion
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.records import ProgressCallback, ProgressEvent, SearchMode
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_api_base_argument,
@@ -99,24 +100,29 @@ def run(args: argparse.Namespace) -> int:
 def _answer_here(
     args: argparse.Namespace, request: AskRequest, repo: Path, settings: Settings
 ) -> int:
-    from codeqa.agent import Assistant
-    from codeqa.agent.llm import LLMClient
     from codeqa.tui.cli.progress import ProgressPrinter
 
-    agent = settings.agent(search_mode=SearchMode(request.mode))
-    if agent.model:  # a bad model name or key should not cost an indexing run first
-        LLMClient(agent).check()
+    search_mode = SearchMode(request.mode)
+    if settings.model:  # a bad model name or key should not cost an indexing run first
+        from codeqa.agent.llm import LLMClient
+
+        LLMClient(settings.agent(search_mode=search_mode)).check()
     printer = ProgressPrinter(quiet_scan=True)
+    importing = _AgentImport(printer)
     try:
         live = fresh_index(
             repo,
             settings.index,
-            load_model=agent.search_mode is not SearchMode.BM25,
+            load_model=search_mode is not SearchMode.BM25,
             create=True,
-            progress=printer,
+            progress=importing,
         )
     finally:
         printer.close()
+        importing.join()
+    from codeqa.agent import Assistant
+
+    agent = settings.agent(search_mode=search_mode)
     with live:
         stream = not request.json and sys.stdout.isatty() and agent.model is not None
         coverage = answer_question(
@@ -131,6 +137,40 @@ def _answer_here(
     # After the index is closed, as `codeqa index` would find it.
     foreground = not request.json and sys.stdout.isatty()
     return _finish_vectors(root, args, settings.index, coverage, foreground)
+
+
+class _AgentImport:
+    """The progress callback of the refresh before an answer, which imports the agent's
+    stack (LangGraph, LangChain's core: ~1.2 s on one core) on a thread once the chunks
+    are stored, when there are new ones.
+
+    The refresh then builds the full-text index in LanceDB's native code while it writes the
+    graph, and opens the index again: the import runs beside them instead of before the
+    refresh, which helps where a core is idle (a quiet machine) and not on a saturated one.
+    Not earlier: parsing keeps both cores busy, and the store's import (pydantic, numpy) is
+    over by then, so the two threads never import the same modules at once.
+    """
+
+    def __init__(self, progress: ProgressCallback) -> None:
+        self._progress = progress
+        self._thread = threading.Thread(target=_import_agent, name="codeqa-agent-import")
+
+    def __call__(self, event: ProgressEvent) -> None:
+        self._progress(event)
+        stored = event.phase == "chunk" and event.done >= event.total
+        if stored and self._thread.ident is None:
+            self._thread.start()
+
+    def join(self) -> None:
+        if self._thread.ident is not None:
+            self._thread.join()
+
+
+def _import_agent() -> None:
+    try:
+        import codeqa.agent  # noqa: F401
+    except Exception:  # imported again by the answer, which raises it in its own thread
+        return
 
 
 def answer_question(
