@@ -144,9 +144,9 @@ class _AgentImport:
     stack (LangGraph, LangChain's core: ~1.2 s on one core) on a thread once the chunks
     are stored, when there are new ones.
 
-    The refresh then builds the full-text index in LanceDB's native code while it writes the
-    graph, and opens the index again: the import runs beside them instead of before the
-    refresh, which helps where a core is idle (a quiet machine) and not on a saturated one.
+    The refresh then builds the full-text index in LanceDB's native code, writes the graph
+    and opens the index again: the import runs beside them instead of before the refresh,
+    which helps where a core is idle (a quiet machine) and not on a saturated one.
     Not earlier: parsing keeps both cores busy, and the store's import (pydantic, numpy) is
     over by then, so the two threads never import the same modules at once.
     """
