@@ -58,6 +58,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from codeqa.retrieval.records import SearchHit
 from codeqa.retrieval.search.keywords import code_tokens, written_words
@@ -153,6 +154,9 @@ def assess_relevance(
         return Relevance(False, 0.0, 0.0, 0.0)
     if not words:  # nothing to check against ("how does it work?"): do not cry wolf
         return Relevance(True, 1.0, 1.0, 1.0)
+    if holds_word is not None:
+        # Each lookup is a keyword search; the three signals below may ask for one word twice.
+        holds_word = cache(holds_word)
     found = [_hit_words(hit) & words for hit in hits[:RELEVANCE_HITS]]
     held = frozenset().union(*found)
     all_share = len(held) / len(words)
@@ -169,9 +173,10 @@ def assess_relevance(
             absent_share = absent / len(checked) * (1 - all_share)
     names_code, named_absent_share = True, 0.0
     if holds_word is not None:
-        names_code = _names_its_code(question, held, holds_word)
+        written = list(dict.fromkeys(written_words(question)))
+        names_code = _names_its_code(written, held, holds_word)
         if not names_code:
-            named_absent_share = _named_absent_share(question, words, held, holds_word)
+            named_absent_share = _named_absent_share(question, written, words, held, holds_word)
     relevant = (
         score >= RELEVANCE_THRESHOLD
         and absent_share < ABSENT_SHARE_LIMIT
@@ -188,9 +193,12 @@ def relevance_score(all_share: float, best_share: float) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
-def _names_its_code(question: str, held: frozenset[str], holds_word: Callable[[str], bool]) -> bool:
-    """Whether the question names, as code is written, something the repository holds."""
-    for word in dict.fromkeys(written_words(question)):
+def _names_its_code(
+    written: list[str], held: frozenset[str], holds_word: Callable[[str], bool]
+) -> bool:
+    """Whether the question (its `written` words) names, as code is written, something the
+    repository holds."""
+    for word in written:
         if _CODE_SHAPED.search(word):
             whole = word.lower()
             # A joined word's lookup would match any of its parts; the hits hold it whole.
@@ -201,6 +209,7 @@ def _names_its_code(question: str, held: frozenset[str], holds_word: Callable[[s
 
 def _named_absent_share(
     question: str,
+    written: list[str],
     words: frozenset[str],
     held: frozenset[str],
     holds_word: Callable[[str], bool],
@@ -213,7 +222,7 @@ def _named_absent_share(
     """
     capitalized = {match.group() for match in _CAPITALIZED_MID_SENTENCE.finditer(question)}
     named: dict[str, tuple[str, ...]] = {}
-    for word in written_words(question):
+    for word in written:
         if not (word in capitalized or _CODE_SHAPED.search(word)):
             continue
         whole = word.lower()
