@@ -295,17 +295,21 @@ class CodeViewApp(App):
         yield CodeView()
 
 
+async def file_arriving_while_loading(pilot: Pilot) -> CodeView:
+    """A 117-line file, lines 30-73 cited, shown over the one-line "loading" view at once:
+    before the next layout has measured it (as a file read fast arrives in the viewer)."""
+    view = pilot.app.query_one(CodeView)
+    view.show_lines([])
+    await pilot.pause()
+    view.show_lines([Text(f"line {number}") for number in range(1, 118)], (30, 73))
+    return view
+
+
 async def test_cited_lines_are_scrolled_to_even_before_the_view_has_measured_the_file():
-    # A file read fast arrives while the viewer still shows its one-line "loading" view:
-    # until the next layout the view has no scrollbar, and Textual ignores a plain scroll
-    # then. The viewer opened at the file's first line, not the cited ones.
-    lines = [Text(f"line {number}") for number in range(1, 118)]
-    app = CodeViewApp()
-    async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(CodeView)
-        view.show_lines([])
-        await pilot.pause()
-        view.show_lines(lines, (30, 73))
+    # Until the next layout the view has no scrollbar, and Textual ignores a plain scroll
+    # then: the viewer opened at the file's first line, not the cited ones.
+    async with CodeViewApp().run_test(size=SIZE) as pilot:
+        view = await file_arriving_while_loading(pilot)
         view.scroll_to_highlight()  # as the after-refresh call does, before the layout
         assert int(view.scroll_offset.y) == 29
         await pilot.pause()
@@ -313,13 +317,8 @@ async def test_cited_lines_are_scrolled_to_even_before_the_view_has_measured_the
 
 
 async def test_a_file_shown_again_after_editing_keeps_the_cursor_line_in_view():
-    lines = [Text(f"line {number}") for number in range(1, 118)]
-    app = CodeViewApp()
-    async with app.run_test(size=SIZE) as pilot:
-        view = app.query_one(CodeView)
-        view.show_lines([])
-        await pilot.pause()
-        view.show_lines(lines, (30, 73))
+    async with CodeViewApp().run_test(size=SIZE) as pilot:
+        view = await file_arriving_while_loading(pilot)
         view.move_cursor(100)  # the line the cursor was on when the file went to $EDITOR
         await pilot.pause()  # the cited lines' scroll, due after the refresh, yields to it
         assert view.cursor_line == 100
