@@ -47,7 +47,6 @@ from codeqa.retrieval.index import open_index
 from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.search.relevance import (
     ABSENT_SHARE_LIMIT,
-    NAMED_ABSENT_SHARE_LIMIT,
     RELEVANCE_HITS,
     RELEVANCE_THRESHOLD,
     assess_relevance,
@@ -58,8 +57,8 @@ MAX_FALSE_ALARMS = 0.02
 
 
 def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bool) -> np.ndarray:
-    """(all_share, best_share, shipped score, absent_share, named_absent_share) of each
-    question, in order.
+    """(all_share, best_share, shipped score, absent_share, named_absent_share, flagged)
+    of each question, in order; flagged is 1 where the shipped rule says nothing answers it.
 
     With `agent` the hits are an offline answer's sources (what `codeqa ask` judges),
     else hybrid search's top RELEVANCE_HITS (what `codeqa search` judges).
@@ -67,7 +66,7 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
     by_corpus: dict[str, list[int]] = {}
     for position, question in enumerate(questions):
         by_corpus.setdefault(question.corpus, []).append(position)
-    found: dict[int, tuple[float, float, float, float, float]] = {}
+    found: dict[int, tuple[float, float, float, float, float, float]] = {}
     base = IndexSettings(vector_cache=index_root / "vectors.sqlite", cache_root=user_cache_root())
     for corpus, positions in by_corpus.items():
         settings = replace(base, index_dir=index_root / corpus)
@@ -86,6 +85,7 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
                     verdict.score,
                     verdict.absent_share,
                     verdict.named_absent_share,
+                    float(not verdict.relevant),
                 )
     rows = [found[position] for position in range(len(questions))]
     return np.array(rows, dtype=np.float64)
@@ -176,19 +176,16 @@ def main() -> None:
     print(json.dumps(report, indent=2, default=float))
     for question, row, alarm in zip(inside, a, flagged(a), strict=True):
         if alarm:
-            print("false alarm (shipped):", question.id, row.round(3).tolist())
+            print("false alarm (shipped):", question.id, row[:5].round(3).tolist())
     for question, row, alarm in zip(outside, b, flagged(b), strict=True):
         if not alarm:
-            print("missed (shipped):", question.id, row.round(3).tolist())
+            print("missed (shipped):", question.id, row[:5].round(3).tolist())
 
 
 def flagged(rows: np.ndarray) -> np.ndarray:
-    """Which rows of `shares` the shipped rule says nothing answers."""
-    return (
-        (rows[:, 2] < RELEVANCE_THRESHOLD)
-        | (rows[:, 3] >= ABSENT_SHARE_LIMIT)
-        | (rows[:, 4] >= NAMED_ABSENT_SHARE_LIMIT)
-    )
+    """Which rows of `shares` the shipped rule (assess_relevance's own verdict) says
+    nothing answers."""
+    return rows[:, 5] == 1.0
 
 
 if __name__ == "__main__":
