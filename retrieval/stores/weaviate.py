@@ -729,8 +729,12 @@ _STEMMER = Stemmer.Stemmer("english")
 
 
 def _server_error(error: BaseException) -> bool:
-    from weaviate.exceptions import UnexpectedStatusCodeError
+    from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateTimeoutError
 
+    # A node of a cluster that has just lost one may also hold a request past the timeout
+    # while it drops its connections to the dead node; the next try is answered.
+    if isinstance(error, WeaviateTimeoutError):
+        return True
     return isinstance(error, UnexpectedStatusCodeError) and error.status_code >= 500
 
 
