@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from codeqa.retrieval.search.relevance import NOTHING_RELEVANT
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
 
@@ -105,6 +106,26 @@ def test_search_filters_by_path_and_pages_with_a_cursor_bound_to_its_query(small
         assert paths == {"json/encoder.py"}
         none_in_rust = await call(session, "search", query="encode", languages=["rust"])
         assert none_in_rust.structured_content["results"] == []
+
+    drive(small_repo, index_dir, script)
+
+
+def test_search_says_first_when_nothing_in_the_repository_answers(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        about_code = await call(session, "search", query="How are NaN and Infinity encoded?")
+        assert about_code.structured_content["relevant"] is True
+        assert not text_of(about_code).startswith(NOTHING_RELEVANT)
+
+        # The closest matches are still given (an agent may judge them), after the verdict:
+        # "decode" finds the decoder, nothing about autoscaling pods.
+        asked = "How does the kubernetes horizontal pod autoscaler decode replicas?"
+        out_of_scope = await call(session, "search", query=asked, limit=2)
+        page = out_of_scope.structured_content
+        assert page["relevant"] is False
+        assert 0 <= page["relevance"] < about_code.structured_content["relevance"]
+        assert text_of(out_of_scope).startswith(f"{NOTHING_RELEVANT}; the closest matches follow.")
+        assert len(page["results"]) == 2
+        assert page["results"][0]["location"] in text_of(out_of_scope)
 
     drive(small_repo, index_dir, script)
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
+from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
 from codeqa.retrieval.status import status_text
 from codeqa.tui.graph_text import (
     impact_lines,
@@ -265,4 +266,6 @@ def _search_text(page: SearchPage) -> str:
         blocks.append(
             f"note: {page.vectors_missing} chunks have no vector yet (keywords cover them)"
         )
+    if page.relevant is False:  # first, as above an answer: an agent reads on knowing it
+        blocks.insert(0, ANSWER_NOT_RELEVANT)
     return "\n\n".join(blocks)

@@ -26,7 +26,13 @@ from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
-from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, subject_words
+from codeqa.retrieval.search.relevance import (
+    ANSWER_NOT_RELEVANT,
+    RELEVANCE_HITS,
+    Relevance,
+    assess_relevance,
+    subject_words,
+)
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.status import IndexStatus
 from codeqa.tui.graph_text import definition_line, reference_line
@@ -75,6 +81,10 @@ class SearchPage:
     results: list[SearchResult]
     next_cursor: str | None
     vectors_missing: int
+    # Whether the best hits hold what the query asks about, judged as `codeqa search` and
+    # `ask` judge it; None with all_repos (the verdict reads one repository's keywords).
+    relevant: bool | None = None
+    relevance: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,15 +261,17 @@ class IndexService:
             languages=frozenset(language.lower() for language in languages or ()),
         )
         kept: list[tuple[SearchHit, str | None]]
+        relevance: Relevance | None = None
         with self._borrow() as index:
             if all_repos:
                 found = index.search_repositories(query, search_mode, offset + limit + 1)
                 kept = [(f.hit, f.repository) for f in found]
             else:
-                kept = [
-                    (hit, None)
-                    for hit in index.search(query, search_mode, offset + limit + 1, scope)
-                ]
+                # At least the hits the verdict was fitted on, whatever the page size.
+                wanted = max(offset + limit + 1, RELEVANCE_HITS)
+                hits = index.search(query, search_mode, wanted, scope)
+                relevance = assess_relevance(query, hits, index.holds_word)
+                kept = [(hit, None) for hit in hits[: offset + limit + 1]]
         missing = 0 if search_mode is SearchMode.BM25 else self.live.vectors_missing()
         results: list[SearchResult] = []
         used = 0
@@ -272,7 +284,11 @@ class IndexService:
             results.append(result)
         end = offset + len(results)
         next_cursor = _make_cursor(key, end) if len(kept) > end else None
-        return SearchPage(results, next_cursor, missing)
+        if relevance is None:
+            return SearchPage(results, next_cursor, missing)
+        return SearchPage(
+            results, next_cursor, missing, relevance.relevant, round(relevance.score, 4)
+        )
 
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
         if start_line < 1:
