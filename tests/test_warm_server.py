@@ -78,7 +78,8 @@ def warm(indexed: tuple[Path, Path]) -> Iterator[WarmServer]:
     settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
     live = LiveIndex(repo, settings.index, fill=True)
     live.refresh()
-    served = WarmServer(live)
+    assert settings.warm is not None
+    served = WarmServer(live, settings.warm)
     assert served.start() is not None
     yield served
     served.close()
@@ -101,6 +102,14 @@ def _key(indexed: tuple[Path, Path]) -> str:
     repo, index_dir = indexed
     settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
     return index_key(repo, settings.index)
+
+
+def _socket(indexed: tuple[Path, Path]) -> Path:
+    """Where the server of `indexed`'s index listens, in this test's environment."""
+    repo, index_dir = indexed
+    settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
+    assert settings.warm is not None
+    return client.socket_path(settings.warm, index_key(repo, settings.index))
 
 
 COMMANDS = [
@@ -150,6 +159,32 @@ def test_the_socket_is_0600_in_a_0700_folder_outside_the_repository(indexed, war
     assert not warm.path.is_relative_to(indexed[0])
 
 
+def test_the_socket_folder_is_the_runtime_folder_when_private_else_the_user_cache(tmp_path):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    cache = tmp_path / "cache"
+    chosen = client.warm_settings({"XDG_RUNTIME_DIR": str(runtime), "XDG_CACHE_HOME": str(cache)})
+    assert chosen == client.WarmSettings(runtime / "codeqa", ask_server=True)
+    os.chmod(runtime, 0o755)  # others may enter: a socket there could be reached or swapped
+    shared = client.warm_settings({"XDG_RUNTIME_DIR": str(runtime), "XDG_CACHE_HOME": str(cache)})
+    assert shared.socket_folder == cache / "codeqa" / "warm"
+    assert not client.warm_settings({client.NO_SERVER_ENV: "1"}).ask_server
+
+
+def test_a_server_listens_where_settings_said_whatever_the_environment_says_later(
+    indexed, private_runtime, monkeypatch
+):
+    repo, index_dir = indexed
+    settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
+    assert settings.warm is not None
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(private_runtime / "elsewhere"))
+    with LiveIndex(repo, settings.index) as live:
+        live.open()
+        with WarmServer(live, settings.warm) as served:
+            listening = served.start()
+            assert listening is not None and listening.parent == private_runtime / "codeqa"
+
+
 def test_a_closed_server_removes_its_socket(warm):
     warm.close()
     assert not warm.path.exists()
@@ -157,7 +192,7 @@ def test_a_closed_server_removes_its_socket(warm):
 
 def test_a_stale_socket_of_a_killed_server_falls_back_at_once(indexed, capsys, monkeypatch):
     repo, index_dir = indexed
-    path = client.socket_path(_key(indexed))
+    path = _socket(indexed)
     path.parent.mkdir(mode=0o700, exist_ok=True)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(path))  # bound, never listening: what a SIGKILLed server leaves
@@ -169,7 +204,7 @@ def test_a_stale_socket_of_a_killed_server_falls_back_at_once(indexed, capsys, m
 
 def test_a_new_server_replaces_a_stale_socket(indexed):
     repo, index_dir = indexed
-    path = client.socket_path(_key(indexed))
+    path = _socket(indexed)
     path.parent.mkdir(mode=0o700, exist_ok=True)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(path))
@@ -177,7 +212,8 @@ def test_a_new_server_replaces_a_stale_socket(indexed):
     settings = load_settings(repo, {"index_dir": index_dir, "embed_model": "wordllama"})
     with LiveIndex(repo, settings.index) as live:
         live.open()
-        with WarmServer(live) as served:
+        assert settings.warm is not None
+        with WarmServer(live, settings.warm) as served:
             assert served.start() == path
 
 
@@ -194,7 +230,7 @@ def test_a_hung_server_falls_back_within_the_reply_timeout(indexed, capsys, monk
     """A server that accepts and never answers costs the reply timeout, then runs here."""
     repo, index_dir = indexed
     monkeypatch.setattr(client, "REPLY_TIMEOUT_SECONDS", 0.5)
-    hung = _listener(client.socket_path(_key(indexed)))
+    hung = _listener(_socket(indexed))
     held: list[socket.socket] = []
     threading.Thread(target=lambda: held.append(hung.accept()[0]), daemon=True).start()
     argv = ["search", "scanner", "--repo", str(repo), *_flags(index_dir)]
@@ -208,8 +244,8 @@ def test_a_hung_server_falls_back_within_the_reply_timeout(indexed, capsys, monk
 
 def test_a_socket_owned_by_another_user_is_never_connected_to(indexed, capsys, monkeypatch):
     repo, index_dir = indexed
-    planted = _listener(client.socket_path(_key(indexed)))
-    os.chown(client.socket_path(_key(indexed)), NOBODY, NOBODY)
+    planted = _listener(_socket(indexed))
+    os.chown(_socket(indexed), NOBODY, NOBODY)
     planted.settimeout(0.2)
     argv = ["status", "--repo", str(repo), *_flags(index_dir)]
     result = _run(argv, capsys)
@@ -323,4 +359,4 @@ def test_serve_stops_when_idle_and_removes_its_socket(indexed, private_runtime):
     )
     assert done.returncode == 0, done.stderr
     assert "stopped serving" in done.stderr
-    assert not client.socket_path(_key(indexed)).exists()
+    assert not _socket(indexed).exists()

@@ -34,6 +34,7 @@ from codeqa.retrieval.config import (
     IndexSettings,
 )
 from codeqa.retrieval.errors import ConfigError
+from codeqa.tui.warm.client import WarmSettings, warm_settings
 
 if TYPE_CHECKING:  # the agent package loads LangGraph: imported when a command answers
     from codeqa.agent.settings import AgentSettings
@@ -101,6 +102,9 @@ class Settings:
     request_timeout: int | None = None  # seconds per request, and for all its retries
     # One line per config problem that does not stop the command (ignored repo settings).
     warnings: tuple[str, ...] = ()
+    # Where warm servers listen (tui/warm/); None, as in settings made without the user's
+    # environment: no server is asked or started.
+    warm: WarmSettings | None = None
 
     def agent(self, **overrides: object) -> AgentSettings:
         """The agent's settings for these: model, server, window and timeout, then `overrides`."""
@@ -175,7 +179,7 @@ def load_settings(
         # else ~/.cache/weaviate-embedded (what an unset setting means: weaviate_server.py).
         index = replace(settings.index, weaviate_binary_dir=Path(environ["XDG_CACHE_HOME"]))
         settings = replace(settings, index=index)
-    return settings
+    return replace(settings, warm=warm_settings(environ))
 
 
 def _refusal(path: Path, refused: list[str], user_path: Path) -> str:

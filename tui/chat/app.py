@@ -327,8 +327,9 @@ class CodeqaApp(App[None]):
         if not self.work.watching:
             self.work = replace(self.work, watching=True)
             self._watch_worker(message.report.repo_root, message.index_dir)
-            self._warm = WarmServer(self.live)
-            self._warm.start()
+            if self.config.settings.warm is not None:
+                self._warm = WarmServer(self.live, self.config.settings.warm)
+                self._warm.start()
         if not missing:
             self._indexing_done()
         if message.notice:

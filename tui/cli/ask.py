@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.model is None:
         # Offline answers only: a model's answer takes seconds anyway, and its key and
         # server are this process's environment's, not the resident one's.
-        reply = warm_reply(repo, settings.index, request)
+        reply = warm_reply(repo, settings.index, settings.warm, request)
         if reply is not None:
             return print_reply(reply)
     return _answer_here(args, request, repo, settings)

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         depth=getattr(args, "depth", DEFAULT_IMPACT_DEPTH),
         json=args.json,
     )
-    reply = warm_reply(repo, settings.index, request)
+    reply = warm_reply(repo, settings.index, settings.warm, request)
     if reply is not None:
         return print_reply(reply)
     live = fresh_index(repo, settings.index, load_model=False)

@@ -122,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
         stop_watching = start_watcher(service, service.repo_root, service.index_dir)
         # The watched index also answers the CLI (tui/warm/); an unwatched one would not
         # be kept fresh between requests, so it does not.
-        warm = WarmServer(service.live)
-        warm.start()
+        if settings.warm is not None:
+            warm = WarmServer(service.live, settings.warm)
+            warm.start()
     try:
         server = build_server(service)
         service.open_in_background()

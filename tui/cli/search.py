@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         query_ids=tuple(query_id for query_id, _question in queries),
         queries=tuple(question for _query_id, question in queries),
     )
-    reply = warm_reply(repo.root, settings.index, request)
+    reply = warm_reply(repo.root, settings.index, settings.warm, request)
     if reply is not None:
         return print_reply(reply)
     live = fresh_index(repo.root, settings.index, load_model=mode is not SearchMode.BM25)

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     repo = repository_from_args(args.repo, "reporting on").root
     settings = settings_from_args(args, repo)
     request = StatusRequest(json=args.json)
-    reply = warm_reply(repo, settings.index, request)
+    reply = warm_reply(repo, settings.index, settings.warm, request)
     if reply is not None:
         return print_reply(reply)
     from codeqa.retrieval.live import LiveIndex

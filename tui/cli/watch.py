@@ -69,7 +69,8 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
     limit_malloc_arenas()  # before LanceDB starts its threads
 
     root = repository_from_args(args.path, "watching").root
-    settings = settings_from_args(args, root).index
+    loaded = settings_from_args(args, root)
+    settings = loaded.index
     stop = threading.Event()
     live = LiveIndex(root, settings, fill=True)
     started = [time.perf_counter()]  # when the refresh under way began
@@ -98,7 +99,8 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     previous_term = signal.signal(signal.SIGTERM, on_interrupt)
-    server = WarmServer(live)
+    assert loaded.warm is not None  # load_settings reads it from the user's environment
+    server = WarmServer(live, loaded.warm)
     idle = threading.Event()
     try:
         printer = ProgressPrinter(quiet_scan=True)  # a first build of a large repository

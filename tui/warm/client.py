@@ -12,6 +12,8 @@ import socket
 import stat
 import struct
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,22 +47,31 @@ _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 PEER_CHECKED = hasattr(socket, "SO_PEERCRED")
 
 
-def socket_folder() -> Path:
+@dataclass(frozen=True, slots=True)
+class WarmSettings:
+    """Where warm servers listen, and whether the CLI asks one: read once, at the edge."""
+
+    socket_folder: Path
+    ask_server: bool = True  # False: every command runs in its own process ($CODEQA_NO_SERVER)
+
+
+def warm_settings(environ: Mapping[str, str]) -> WarmSettings:
     """The user's own folder for warm sockets: $XDG_RUNTIME_DIR/codeqa, else the user cache.
 
     Never inside a repository: anyone who can write there (a clone's author) must not be
     able to plant a socket the CLI talks to.
     """
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    runtime = environ.get("XDG_RUNTIME_DIR")
     if runtime and _private_folder(Path(runtime)):
-        return Path(runtime) / "codeqa"
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "codeqa" / "warm"
+        folder = Path(runtime) / "codeqa"
+    else:
+        folder = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "codeqa" / "warm"
+    return WarmSettings(folder, ask_server=not environ.get(NO_SERVER_ENV))
 
 
-def socket_path(key: str) -> Path:
+def socket_path(warm: WarmSettings, key: str) -> Path:
     """Where the server of the index named `key` (protocol.index_key) listens."""
-    return socket_folder() / f"{key[:32]}.sock"
+    return warm.socket_folder / f"{key[:32]}.sock"
 
 
 def _private_folder(path: Path) -> bool:
@@ -109,14 +120,19 @@ def read_line(connection: socket.socket) -> bytes:
             raise BadRequest("message too long")
 
 
-def warm_reply(repo: Path, settings: IndexSettings, request: Request) -> Reply | None:
-    """The reply of the server holding `repo`'s index opened with `settings`, or None."""
-    if os.environ.get(NO_SERVER_ENV) or not PEER_CHECKED:
+def warm_reply(
+    repo: Path, settings: IndexSettings, warm: WarmSettings | None, request: Request
+) -> Reply | None:
+    """The reply of the server holding `repo`'s index opened with `settings`, or None.
+
+    `warm` None (settings not loaded from the user's environment): no server is asked.
+    """
+    if warm is None or not warm.ask_server or not PEER_CHECKED:
         return None
     from codeqa.tui.warm.protocol import index_key
 
     key = index_key(repo, settings)
-    path = socket_path(key)
+    path = socket_path(warm, key)
     if len(os.fsencode(path)) > MAX_SOCKET_PATH or not private_socket(path):
         return None
     return exchange(path, encode_request(key, request))

@@ -5,7 +5,7 @@ file watcher keeps current; each runs one `WarmServer` on it, so that `codeqa se
 `ask` (offline), `status` and `refs|callers|impact` in another terminal print their
 answer in a fraction of a second instead of loading and opening everything again.
 
-Who may ask: the socket lies in the user's own 0700 folder (client.socket_folder), is
+Who may ask: the socket lies in the user's own 0700 folder (client.warm_settings), is
 mode 0600, and every connection's peer must be this user (SO_PEERCRED); the request names
 the index it is for (protocol.index_key) and any other is refused. Requests run one at a
 time, through the same functions the commands use in-process, so the output is the same.
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 from codeqa.tui.warm.client import (
     MAX_SOCKET_PATH,
     PEER_CHECKED,
+    WarmSettings,
     peer_uid,
     read_line,
-    socket_folder,
     socket_path,
 )
 from codeqa.tui.warm.protocol import (
@@ -61,10 +61,11 @@ REFRESH_WAIT_SECONDS = 2.0
 class WarmServer:
     """Answers CLI requests for the index `live` holds, on a private Unix socket."""
 
-    def __init__(self, live: LiveIndex) -> None:
+    def __init__(self, live: LiveIndex, warm: WarmSettings) -> None:
         self.live = live
+        self.folder = warm.socket_folder
         self.key = index_key(live.repo, live.settings)
-        self.path = socket_path(self.key)
+        self.path = socket_path(warm, self.key)
         self.last_request = time.monotonic()
         self._listener: socket.socket | None = None
         self._inode: int | None = None
@@ -75,7 +76,7 @@ class WarmServer:
     def start(self) -> Path | None:
         """Listen; the socket's path, or None when another process serves this index already
         or the user's socket folder is not private (then the CLI works in-process)."""
-        folder = socket_folder()
+        folder = self.folder
         if (
             not PEER_CHECKED
             or len(os.fsencode(self.path)) > MAX_SOCKET_PATH
