@@ -57,6 +57,17 @@ def test_a_question_whose_subject_the_repository_never_names_is_not_relevant():
     assert about_it.relevant and about_it.absent_share == 0
 
 
+def test_what_is_done_to_the_subject_is_no_subject_the_repository_must_spell():
+    # The scanner's code never says "validated": asked of that code, the question is about
+    # the scanner's arrays, and the answer says what is done to them.
+    hits = [SearchHit(SCANNER, 1)]
+    judged = assess_relevance("where is the scanner's array validated?", hits, _held_anywhere)
+    assert judged.absent_share == 0 and judged.relevant
+    # Validation asked about as a thing is a subject the repository lacks.
+    about_validation = assess_relevance("where is array validation done?", hits, _held_anywhere)
+    assert about_validation.absent_share >= 0.3 and not about_validation.relevant
+
+
 # A connection helper: "web" and "socket" are here, a WebSocket is not.
 SOCKET = Chunk(
     "net/connect.py", 1, 4, "python", ChunkKind.DECLARATION, "open_web_socket",

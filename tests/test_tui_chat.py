@@ -807,8 +807,8 @@ def answered_app(shop) -> tuple[CodeqaApp, Callable]:
         await wait_for(pilot, ready(app))
         await ask(pilot, "where is the reorder level checked?")
         await wait_for(pilot, lambda: not app.answering and answers(app))
-        # The answer's notices (this answer is judged not relevant) are messages queued as
-        # it finished: handled first, then cleared. Cleared before they were handled, one
+        # The answer's notices ("nothing relevant", its notes) are messages queued as it
+        # finished: handled first, then cleared. Cleared before they were handled, one
         # showed up over the code viewer on a loaded machine.
         await pilot.pause()
         app.clear_notifications()
