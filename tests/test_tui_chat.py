@@ -314,6 +314,9 @@ async def test_cited_lines_are_scrolled_to_even_before_the_view_has_measured_the
         assert int(view.scroll_offset.y) == 29
         await pilot.pause()
         assert int(view.scroll_offset.y) == 29
+        # The scrollbar, shown by that layout, puts its thumb where the lines are, not at
+        # the top (Textual moves the thumb with a scroll only while it is shown).
+        assert view.show_vertical_scrollbar and view.vertical_scrollbar.position == 29
 
 
 async def test_a_file_shown_again_after_editing_keeps_the_cursor_line_in_view():

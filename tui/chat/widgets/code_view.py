@@ -133,6 +133,13 @@ class CodeView(ScrollView, can_focus=True):
         # (the viewer opened at the file's top). The offset is still clamped to the file.
         self.scroll_to(y=max(top, 0), animate=False, force=True)
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        # Textual moves the scrollbar's thumb with a scroll only while the scrollbar shows:
+        # after a forced scroll before the layout that shows it (above), the thumb stayed
+        # at the top while the view showed the cited lines.
+        self.vertical_scrollbar.position = new_value
+        super().watch_scroll_y(old_value, new_value)
+
     def watch_cursor_line(self, old: int, new: int) -> None:
         self.refresh()
         self.post_message(self.CursorMoved(new))
