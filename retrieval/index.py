@@ -58,6 +58,7 @@ from codeqa.retrieval.records import (
 from codeqa.retrieval.search.keywords import keyword_query
 from codeqa.retrieval.search.learned import LearnedRanker, load_ranker
 from codeqa.retrieval.search.query import analyze_query
+from codeqa.retrieval.search.relevance import RELEVANCE_HITS, Relevance, assess_relevance
 from codeqa.retrieval.search.rerank import (
     Candidates,
     GraphEvidence,
@@ -171,6 +172,18 @@ class Index:
         return rerank(
             found.hits, found.analysis, found.mentioned, self.ranking, limit, found.graph, learned
         )
+
+    def judged_search(
+        self,
+        query: str,
+        mode: SearchMode = SearchMode.HYBRID,
+        limit: int = 10,
+        scope: PathScope | None = None,
+    ) -> tuple[list[SearchHit], Relevance]:
+        """The best `limit` chunks, and whether the best RELEVANCE_HITS (what the verdict was
+        fitted on, whatever `limit` is) answer `query`: what search shows and judges."""
+        hits = self.search(query, mode, max(limit, RELEVANCE_HITS), scope)
+        return hits[:limit], assess_relevance(query, hits, self.holds_word)
 
     def candidates(
         self,

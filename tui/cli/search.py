@@ -183,11 +183,8 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
 def _searched(
     index: Index, query: str, request: SearchRequest, scope: PathScope
 ) -> tuple[list[SearchHit], Relevance]:
-    """The top `--limit` hits, and whether the top RELEVANCE_HITS (what it was fitted on) answer."""
-    from codeqa.retrieval.search.relevance import RELEVANCE_HITS, assess_relevance
-
-    hits = index.search(query, SearchMode(request.mode), max(request.limit, RELEVANCE_HITS), scope)
-    return hits[: request.limit], assess_relevance(query, hits, index.holds_word)
+    """The top `--limit` hits, and whether they answer (Index.judged_search)."""
+    return index.judged_search(query, SearchMode(request.mode), request.limit, scope)
 
 
 def _search_repositories(

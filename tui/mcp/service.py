@@ -26,13 +26,7 @@ from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
-from codeqa.retrieval.search.relevance import (
-    ANSWER_NOT_RELEVANT,
-    RELEVANCE_HITS,
-    Relevance,
-    assess_relevance,
-    subject_words,
-)
+from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, Relevance, subject_words
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.status import IndexStatus
 from codeqa.tui.graph_text import definition_line, reference_line
@@ -267,11 +261,8 @@ class IndexService:
                 found = index.search_repositories(query, search_mode, offset + limit + 1)
                 kept = [(f.hit, f.repository) for f in found]
             else:
-                # At least the hits the verdict was fitted on, whatever the page size.
-                wanted = max(offset + limit + 1, RELEVANCE_HITS)
-                hits = index.search(query, search_mode, wanted, scope)
-                relevance = assess_relevance(query, hits, index.holds_word)
-                kept = [(hit, None) for hit in hits[: offset + limit + 1]]
+                hits, relevance = index.judged_search(query, search_mode, offset + limit + 1, scope)
+                kept = [(hit, None) for hit in hits]
         missing = 0 if search_mode is SearchMode.BM25 else self.live.vectors_missing()
         results: list[SearchResult] = []
         used = 0

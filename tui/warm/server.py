@@ -63,7 +63,6 @@ class WarmServer:
 
     def __init__(self, live: LiveIndex, warm: WarmSettings) -> None:
         self.live = live
-        self.folder = warm.socket_folder
         self.key = index_key(live.repo, live.settings)
         self.path = socket_path(warm, self.key)
         self.last_request = time.monotonic()
@@ -76,7 +75,7 @@ class WarmServer:
     def start(self) -> Path | None:
         """Listen; the socket's path, or None when another process serves this index already
         or the user's socket folder is not private (then the CLI works in-process)."""
-        folder = self.folder
+        folder = self.path.parent
         if (
             not PEER_CHECKED
             or len(os.fsencode(self.path)) > MAX_SOCKET_PATH
