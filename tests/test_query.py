@@ -8,6 +8,7 @@ from codeqa.retrieval.search.rerank import (
     GraphEvidence,
     PathResolver,
     RankingTuning,
+    declares_interface,
     graph_definition,
     keyword_query_text,
     rerank,
@@ -141,6 +142,50 @@ def test_example_programs_rank_below_the_library_unless_the_question_asks_for_an
     for_example = analyze_query("Is there an example of walking the routes?")
     ranked = rerank(hits, for_example, {}, RankingTuning(), limit=2)
     assert [h.chunk.path for h in ranked][0] == "_examples/router-walk/main.go"
+
+
+ROUTES_INTERFACE = """// Routes interface adds methods for router traversal.
+type Routes interface {
+	// Find searches the routing tree for the pattern that matches the method/path.
+	Find(rctx *Context, method, path string) string
+}
+"""
+
+FIND_ROUTE = """func (n *node) findRoute(rctx *Context, method methodTyp, path string) *node {
+	nn := n
+	search := path
+	return nn
+}
+"""
+
+
+def test_interfaces_rank_below_the_code_that_implements_them_unless_types_are_asked():
+    hits = [
+        SearchHit(chunk("chi.go", 117, "Routes", "go", ROUTES_INTERFACE), 1.0),
+        SearchHit(chunk("tree.go", 399, "node.findRoute", "go", FIND_ROUTE), 0.9),
+    ]
+    about_code = analyze_query("How does chi find the matching route in its routing tree?")
+    ranked = rerank(hits, about_code, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["tree.go", "chi.go"]
+    about_types = analyze_query("Which methods does the Routes interface declare?")
+    ranked = rerank(hits, about_types, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["chi.go", "tree.go"]
+
+
+def test_interfaces_traits_and_protocols_are_told_from_other_declarations():
+    def declared(text: str, language: str) -> bool:
+        return declares_interface(chunk("a", 1, None, language, text))
+
+    assert declared("export interface Component<P = {}> {\n  render(): void;\n}\n", "typescript")
+    assert declared(
+        "/// A reader.\n#[must_use]\npub(crate) trait Read {\n  fn read();\n}\n", "rust"
+    )
+    assert declared(
+        '@runtime_checkable\nclass Handler(typing.Protocol):\n    """A handler."""\n', "python"
+    )
+    assert not declared("type Route struct {\n\tPattern string\n}\n", "go")
+    assert not declared("def interface_for(name):\n    return name\n", "python")
+    assert not declared("interface Routes {\n}\n", "markdown")  # prose shows code, runs none
 
 
 def test_a_dollar_prefixed_name_is_a_symbol_with_its_dollar() -> None:

@@ -103,6 +103,11 @@ class RankingTuning:
     # vector file@1 0.809 -> 0.820 (flask's examples/); every other figure of sweqa-dev and
     # swebench-loc-dev, in every mode, unchanged.
     example_penalty: float = 0.1
+    # Subtracted from chunks that declare an interface, trait or protocol (method signatures
+    # without bodies) unless the question asks about types: "How does chi find the matching
+    # route?" had chi's `Routes` interface on top, whose comments say "searches the routing
+    # tree", over the tree code doing it. The test penalty's weight.
+    interface_penalty: float = 0.1
     # A basename that names more files than this (`__init__.py`, `models.py`) says too
     # little to point at one of them.
     max_files_per_mention: int = 3
@@ -196,6 +201,39 @@ def asks_for_data(question: str) -> bool:
     return bool(DATA_WORDS & {word.lower() for word in re.findall(r"[A-Za-z]+", question)})
 
 
+# The first line of an interface, trait or protocol declaration: Go's `type Routes
+# interface {`, TypeScript's, Java's, C#'s and Kotlin's `interface`, Rust's and Scala's
+# `trait`, Swift's `protocol`, Python's `class Handler(Protocol):`.
+_INTERFACE_LINE = re.compile(
+    r"(?:(?:export|declare|default|public|private|protected|internal|abstract|sealed|fun"
+    r"|unsafe|pub(?:\([^)]*\))?)\s+)*"
+    r"(?:type\s+\w+(?:\[[^\]]*\])?\s+interface\b|interface\s+\w|trait\s+\w|protocol\s+\w"
+    r"|class\s+\w+\s*\((?:[\w.]+\s*,\s*)*(?:typing\.)?Protocol\b)"
+)
+# What opens a chunk before its first declaration: comments, docstrings, decorators,
+# annotations and attributes.
+_PREFIX_LINE = re.compile(r"\s*(?:$|//|/\*|\*|#|@|\"\"\"|\'\'\'|--)")
+# Words by which a question asks about types rather than behaviour.
+TYPE_WORDS = frozenset(
+    "type types typed typing interface interfaces trait traits protocol protocols signature "
+    "signatures declaration declarations declared".split()
+)
+
+
+def declares_interface(chunk: Chunk) -> bool:
+    """Whether the chunk's first declaration is an interface, trait or protocol (code only)."""
+    if chunk.language in PROSE_LANGUAGES:
+        return False
+    for line in chunk.text.splitlines():
+        if not _PREFIX_LINE.match(line):
+            return bool(_INTERFACE_LINE.match(line.lstrip()))
+    return False
+
+
+def asks_about_types(question: str) -> bool:
+    return bool(TYPE_WORDS & {word.lower() for word in re.findall(r"[A-Za-z]+", question)})
+
+
 # Folders of example programs: `examples/` (Python, JS, Rust's cargo examples), Go's
 # `_examples/` (the go tool skips folders starting with `_`).
 EXAMPLE_FOLDERS = frozenset({"example", "examples", "_example", "_examples"})
@@ -278,6 +316,7 @@ def rerank(
     data_penalty = 0.0 if asks_for_data(analysis.text) else tuning.data_penalty
     test_penalty = 0.0 if asks_about_tests(analysis.text) else tuning.test_penalty
     example_penalty = 0.0 if asks_for_examples(analysis.text) else tuning.example_penalty
+    interface_penalty = 0.0 if asks_about_types(analysis.text) else tuning.interface_penalty
     if learned is not None:
         model_scores = learned.score_candidates(hits, analysis, mentioned, graph, tuning)
         totals = [float(score) for score in model_scores]
@@ -292,6 +331,7 @@ def rerank(
             - (data_penalty if data_penalty and mostly_literals(hit.chunk) else 0.0)
             - (test_penalty if is_test_path(hit.chunk.path) else 0.0)
             - (example_penalty if is_example_path(hit.chunk.path) else 0.0)
+            - (interface_penalty if interface_penalty and declares_interface(hit.chunk) else 0.0)
             for rank, hit in enumerate(hits, start=1)
         ]
     # Equal scores keep the store's order.
