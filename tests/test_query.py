@@ -188,6 +188,18 @@ def test_interfaces_traits_and_protocols_are_told_from_other_declarations():
     assert not declared("interface Routes {\n}\n", "markdown")  # prose shows code, runs none
 
 
+def test_a_class_the_question_spells_out_in_words_is_lifted_like_one_written_as_code():
+    hits = [
+        SearchHit(chunk("src/click/core.py", 685, "Context.fail"), 1.0),
+        SearchHit(chunk("src/click/exceptions.py", 55, "UsageError"), 0.95),
+    ]
+    analysis = analyze_query("What exit code does click use for a usage error?")
+    assert "usageerror" in analysis.prose_names
+    ranked = rerank(hits, analysis, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["src/click/exceptions.py", "src/click/core.py"]
+    assert "boolparamtype" in analyze_query("How does the bool param type parse 'yes'?").prose_names
+
+
 def test_a_dollar_prefixed_name_is_a_symbol_with_its_dollar() -> None:
     analysis = analyze_query("How does $ZodDiscriminatedUnion pick the option to parse?")
     assert "$ZodDiscriminatedUnion" in analysis.symbols

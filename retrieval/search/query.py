@@ -153,6 +153,19 @@ class QueryAnalysis:
             names.update(p for p in lowered.split(".") if len(p) >= MIN_SYMBOL_CHARS)
         return frozenset(names - _NOT_SYMBOLS)
 
+    @property
+    def prose_names(self) -> frozenset[str]:
+        """Names the question's first line spells as words: "usage error" is `UsageError`,
+        "bool param type" `BoolParamType` (two or three adjacent words, joined, lower-cased)."""
+        lines = self.text.strip().splitlines()
+        words = re.findall(r"[A-Za-z]+", lines[0].lower()) if lines else []
+        joined = {
+            "".join(words[start : start + size])
+            for size in (2, 3)
+            for start in range(len(words) - size + 1)
+        }
+        return frozenset(name for name in joined if len(name) >= 6)
+
 
 def cap_query(text: str) -> str:
     """`text` cut to MAX_QUERY_CHARS: every caller of Index.search passes its query through this."""

