@@ -280,3 +280,28 @@ def test_a_name_led_by_an_acronym_is_a_symbol_and_a_plural_acronym_is_not():
     analysis = analyze_query("Why does TLSServer raise HTTPError for the URLs and IDs it reads?")
     assert {"TLSServer", "HTTPError"} <= set(analysis.symbols)
     assert not {"URLs", "IDs"} & set(analysis.symbols)
+
+
+RUST_UNIT_TESTS = """#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_a_bool_validator() {
+        assert!(build_validator(&schema("bool")).is_ok());
+    }
+}
+"""
+
+
+def test_rust_unit_tests_beside_the_code_rank_below_it_unless_the_question_asks_about_tests():
+    hits = [
+        SearchHit(chunk("src/validators/mod.rs", 940, "tests", "rust", RUST_UNIT_TESTS), 1.0),
+        SearchHit(chunk("src/validators/mod.rs", 538, "build_validator_inner", "rust"), 0.9),
+    ]
+    about_code = analyze_query("How does the core choose which validator to build?")
+    ranked = rerank(hits, about_code, {}, RankingTuning(), limit=2)
+    assert [h.chunk.symbol for h in ranked] == ["build_validator_inner", "tests"]
+    about_tests = analyze_query("Which tests check that a validator is built?")
+    ranked = rerank(hits, about_tests, {}, RankingTuning(), limit=2)
+    assert [h.chunk.symbol for h in ranked] == ["tests", "build_validator_inner"]

@@ -90,7 +90,7 @@ class RankingTuning:
     # replaced in text?", _emoji_codes.py chunks in the top 5: none 2 (ranks 2, 3),
     # 0.05 2 (ranks 4, 5), 0.1 1 (rank 5), 0.2 none.
     data_penalty: float = 0.1
-    # Subtracted from chunks of test files (graph.is_test_path: tests/, test_*.py, *.spec.ts)
+    # Subtracted from test code (is_test_chunk: tests/, test_*.py, *.spec.ts, Rust `mod tests`)
     # unless the question asks about tests. Hybrid, on top of every other term: sweqa-dev
     # file@1 0.798 -> 0.831 (+3 questions, none lost), mrr 0.876 -> 0.896; swebench-loc-dev
     # and JS/TS unchanged (their corpora are wheels and npm packages, without tests).
@@ -249,6 +249,16 @@ def asks_for_examples(question: str) -> bool:
     return any(word.lower().startswith("example") for word in re.findall(r"[A-Za-z]+", question))
 
 
+def is_test_chunk(chunk: Chunk) -> bool:
+    """Test code: a test file (graph.is_test_path), or Rust's unit tests, which live beside
+    the code in its source file (every symbol of the chunk in `mod tests` or `mod test`)."""
+    if is_test_path(chunk.path):
+        return True
+    if chunk.language != "rust" or not chunk.symbol:
+        return False
+    return all(name.split(".")[0] in ("tests", "test") for name in chunk.symbol.split(", "))
+
+
 def asks_about_tests(question: str) -> bool:
     """Whether a word of the question starts with "test" (tests, testing, test_foo, TestClient)."""
     return any(word.lower().startswith("test") for word in re.findall(r"[A-Za-z]+", question))
@@ -332,7 +342,7 @@ def rerank(
             + (graph_definition(hit.chunk, graph, names) * tuning.definition_weight)
             - (tuning.prose_penalty if hit.chunk.language in PROSE_LANGUAGES else 0.0)
             - (data_penalty if data_penalty and mostly_literals(hit.chunk) else 0.0)
-            - (test_penalty if is_test_path(hit.chunk.path) else 0.0)
+            - (test_penalty if is_test_chunk(hit.chunk) else 0.0)
             - (example_penalty if is_example_path(hit.chunk.path) else 0.0)
             - (interface_penalty if interface_penalty and declares_interface(hit.chunk) else 0.0)
             for rank, hit in enumerate(hits, start=1)
