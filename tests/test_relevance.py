@@ -121,6 +121,36 @@ def test_a_compound_name_is_held_only_where_the_repository_spells_it_whole():
     assert joined.named_absent_share == 0 and joined.relevant
 
 
+# A request signer with a scheme of its own: "signature" and "version" are here, AWS is not.
+SIGNER = Chunk(
+    "auth/signing.py", 1, 5, "python", ChunkKind.DECLARATION, "sign_requests",
+    "def sign_requests(requests, key)",
+    "def sign_requests(requests, key):\n    \"\"\"Signature Version 2: an HMAC header.\"\"\"\n"
+    "    for request in requests:\n        request.headers['Signature'] = hmac(key, request)\n"
+    "    return requests",
+    "",
+)  # fmt: skip
+
+
+def _held_by_signer(word: str) -> bool:
+    """The repository of the signing tests: SIGNER's words only."""
+    return word in set(subject_words(f"{SIGNER.path} {SIGNER.symbol} {SIGNER.text}"))
+
+
+def test_a_name_of_several_capitalized_words_is_held_only_where_each_of_them_is():
+    hits = [SearchHit(SIGNER, 1)]
+    # Most of the question is here; the one thing it names, AWS's signing scheme, is not.
+    aws = assess_relevance(
+        "How are requests signed with AWS Signature Version 4?", hits, _held_by_signer
+    )
+    assert aws.score > 0.99 and aws.absent_share < 0.3
+    assert aws.named_absent_share == 1.0 and not aws.relevant
+    own = assess_relevance(
+        "How are requests signed with Signature Version 2?", hits, _held_by_signer
+    )
+    assert own.named_absent_share == 0 and own.relevant
+
+
 def test_no_hits_is_not_relevant_and_a_question_without_subject_is_not_flagged():
     assert not assess_relevance("kubernetes pod autoscaler", []).relevant
     assert assess_relevance("how does it work?", [SearchHit(SCANNER, 1)]).relevant
