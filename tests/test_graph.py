@@ -681,3 +681,72 @@ def test_callers_says_how_many_same_name_calls_did_not_resolve_and_where_they_ar
     ]
     assert main(["refs", "send", *where]) == 0
     assert "mail.py:7-7  deliver  (call outbox.send, unresolved)" in capsys.readouterr().out
+
+
+GO_MUX = """package chi
+
+type Mux struct{ prefix string }
+
+type Route struct{ pattern string }
+
+func NewRouter() *Mux { return &Mux{} }
+
+func (mx *Mux) Mount(pattern string) {}
+
+func (r Route) Mount(pattern string) {}
+
+func routes() (*Mux, error) { return nil, nil }
+"""
+
+GO_MUX_TEST = """package chi
+
+func TestMount() {
+	r := NewRouter()
+	r.Mount("/a")
+	direct := &Mux{}
+	direct.Mount("/b")
+	var declared Mux
+	declared.Mount("/c")
+	m, err := routes()
+	m.Mount("/d")
+	r = nil
+	_ = err
+}
+"""
+
+RUST_DE = """pub struct Deserializer<R> { read: R }
+
+pub struct Parser;
+
+impl<R> Deserializer<R> {
+    pub fn new(read: R) -> Self { Deserializer { read } }
+    pub fn end(&mut self) -> bool { true }
+}
+
+impl Parser {
+    pub fn end(&self) -> bool { false }
+}
+
+pub fn from_str(s: &str) -> bool {
+    let mut de = Deserializer::new(s);
+    let literal = Deserializer { read: s };
+    let typed: Deserializer<&str> = make(s);
+    let (a, b) = pair();
+    de.end() && literal.end() && typed.end() && a.end()
+}
+"""
+
+
+def test_go_and_rust_method_calls_on_locals_follow_the_type_that_made_them(tmp_path):
+    files = {"mux.go": GO_MUX, "mux_test.go": GO_MUX_TEST, "de.rs": RUST_DE}
+    with _graph_of(tmp_path, files) as graph:
+        mounts = {(r.path, r.line) for r in graph.callers("Mux.Mount")}
+        # A constructor's declared result, `&Mux{}` and `var … Mux` type the local; a local
+        # bound by a call with two results is not followed (its type is not known here).
+        assert mounts == {("mux_test.go", 5), ("mux_test.go", 7), ("mux_test.go", 9)}
+        assert graph.callers("Route.Mount") == []
+        ends = {(r.path, r.line) for r in graph.callers("Deserializer.end")}
+        # `Type::new()` declaring `-> Self`, a struct literal and a declared type all count.
+        assert ends == {("de.rs", 19)}
+        assert len(graph.callers("Deserializer.end")) == 3
+        assert graph.callers("Parser.end") == []

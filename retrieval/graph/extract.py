@@ -221,7 +221,12 @@ class _Walker:
         kind = KIND_CLASS if is_class else KIND_METHOD if owner_is_class else KIND_FUNCTION
         if node.type == "method_declaration" and self.language == "go":
             kind = KIND_METHOD
-        returns = None if is_class else _annotation(node.child_by_field_name("return_type"))
+        returns = None
+        if not is_class:  # Go calls it the result
+            declared = node.child_by_field_name("return_type") or node.child_by_field_name("result")
+            returns = _annotation(declared)
+            if returns == "Self" and scope:  # Rust: the type of the impl it is in
+                returns = ".".join(scope)
         definition = Definition(
             self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns
         )
@@ -358,7 +363,7 @@ class _Walker:
     def _assign(
         self, node: Node, scope: str | None, name_field: str, value_field: str, type_field: str
     ) -> None:
-        left = node.child_by_field_name(name_field)
+        left = _single(node.child_by_field_name(name_field))
         if left is None:
             return
         at = node.start_byte
@@ -383,8 +388,8 @@ class _Walker:
                 if (wanted := self._wanted(scope, _text(name))) is not None:
                     self._record(wanted, None, at)
             return
-        right = node.child_by_field_name(value_field)
-        if right is not None and right.type in ("none", "null", "undefined"):
+        right = _single(node.child_by_field_name(value_field))
+        if right is not None and right.type in ("none", "null", "undefined", "nil"):
             return
         bound = _annotation(node.child_by_field_name(type_field))
         if bound is None and right is not None:
@@ -609,6 +614,9 @@ _ASSIGNMENTS = {
     "variable_declarator": ("name", "value", "type"),
     "public_field_definition": ("name", "value", "type"),
     "field_definition": ("property", "value", "type"),
+    "short_var_declaration": ("left", "right", "type"),  # Go: no type field
+    "var_spec": ("name", "value", "type"),
+    "let_declaration": ("pattern", "value", "type"),
 }
 # What rebinds a name to something unknown, by node type: the field of the target.
 _REBINDINGS = {"for_statement": "left", "for_in_statement": "left", "as_pattern": "alias"}
@@ -619,6 +627,8 @@ _CONSTRUCTIONS = {
     "call": "function",
     "call_expression": "function",
     "new_expression": "constructor",
+    "composite_literal": "type",  # Go: `Session{…}`
+    "struct_expression": "name",  # Rust: `Session { … }`
 }
 # Call nodes that are constructions themselves: their callee is a class, not a method.
 _CONSTRUCTIONS_OF_NEW = frozenset({"new_expression", "object_creation_expression"})
@@ -640,10 +650,35 @@ def _names_in(target: Node | None) -> list[Node]:
     return [child for child in target.named_children if child.type in _PATTERN_NAMES]
 
 
+def _single(node: Node | None) -> Node | None:
+    """The one expression of a Go expression list (`s := …`); the node itself otherwise."""
+    if node is not None and node.type == "expression_list":
+        return node.named_children[0] if node.named_child_count == 1 else None
+    return node
+
+
+# Go's and Rust's types, written without a wrapper node: the field holding the type named.
+_BARE_TYPES = {
+    "pointer_type": None,  # Go's `*Session`: its one child
+    "reference_type": "type",  # Rust's `&Session`, `&mut Session`
+    "generic_type": "type",  # Rust's `Deserializer<R>`
+}
+
+
 def _annotation(node: Node | None) -> str | None:
-    """`Session` or `requests.Session` from an annotation (Python's or TypeScript's); None
-    for `Optional[…]`, unions and others."""
-    if node is None or node.type not in ("type", "type_annotation") or node.named_child_count != 1:
+    """`Session` or `requests.Session` from an annotation (Python's or TypeScript's) or a
+    type (Go's `*Session`, `http.Server`; Rust's `Session`, `&Session`, `Deserializer<R>`);
+    None for `Optional[…]`, unions and others."""
+    if node is None:
+        return None
+    if node.type in ("type_identifier", "qualified_type", "scoped_type_identifier"):
+        name = _text(node).replace("::", ".")
+        return name if name.replace(".", "_").isidentifier() else None
+    if node.type in _BARE_TYPES:
+        field = _BARE_TYPES[node.type]
+        inner_type = node.child_by_field_name(field) if field else node.named_children[-1]
+        return _annotation(inner_type)
+    if node.type not in ("type", "type_annotation") or node.named_child_count != 1:
         return None
     inner = node.named_children[0]
     if inner.type == "nested_type_identifier":  # TypeScript's `net.Session`
@@ -656,8 +691,16 @@ def _constructed(value: Node) -> str | None:
     """The class `value` makes an instance of, as written: `Session(…)` in Python, `new
     Session(…)` in JS/TS; or the function whose result it is (`make()`, `self.make()`),
     which query time tells apart."""
+    if value.type == "unary_expression" and _text(value).startswith("&"):  # Go: `&Session{}`
+        operand = value.child_by_field_name("operand")
+        return _constructed(operand) if operand is not None else None
     field = _CONSTRUCTIONS.get(value.type)
-    return _name_written(value.child_by_field_name(field)) if field is not None else None
+    if field is None:
+        return None
+    made = value.child_by_field_name(field)
+    if made is not None and made.type in _BARE_TYPES | {"type_identifier": None}:
+        return _annotation(made)  # a Go or Rust type: `Session{}`, `Session::<R> { … }`
+    return _name_written(made)
 
 
 def _name_written(node: Node | None) -> str | None:

@@ -30,9 +30,10 @@ class GraphSpec:
     # What defines a variable or constant outside any function: Python's module-level
     # assignments, Rust's `const`/`static`, Go's `const`/`var`.
     variables: frozenset[str] = _fs()
-    # Python, JS/TS: what binds a name, to a class (`s = Session()`, `s = new Session()`,
-    # `s: Session`), to a function's result (`s = make()`) or to something unknown (`for s
-    # in …`), so that `s.send()` can be followed to Session.send, or not.
+    # What binds a name, to a class (`s = Session()`, `s = new Session()`, `s: Session`, Go's
+    # `s := &Session{}`, Rust's `let s = Session { … }`), to a function's result (`s =
+    # make()`, Go's `s := NewSession()`, Rust's `let s = Session::new()`) or to something
+    # unknown (`for s in …`), so that `s.send()` can be followed to Session.send, or not.
     bindings: frozenset[str] = _fs()
 
 
@@ -100,6 +101,7 @@ SPECS: dict[str, GraphSpec] = {
         imports=_fs({"import_spec"}),
         self_names=_fs(),
         variables=_fs({"const_spec", "var_spec"}),
+        bindings=_fs({"short_var_declaration", "var_spec"}),
     ),
     "rust": GraphSpec(
         functions=_fs({"function_item", "function_signature_item"}),
@@ -109,6 +111,7 @@ SPECS: dict[str, GraphSpec] = {
         self_names=_fs({"self", "Self"}),
         scopes=_fs({"impl_item"}),
         variables=_fs({"const_item", "static_item"}),
+        bindings=_fs({"let_declaration"}),
     ),
     "java": GraphSpec(
         functions=_fs({"method_declaration", "constructor_declaration"}),
