@@ -672,8 +672,8 @@ def _annotation(node: Node | None) -> str | None:
     if node is None:
         return None
     if node.type in ("type_identifier", "qualified_type", "scoped_type_identifier"):
-        name = _text(node).replace("::", ".")
-        return name if name.replace(".", "_").isidentifier() else None
+        written = _text(node).replace("::", ".")
+        return written if written.replace(".", "_").isidentifier() else None
     if node.type in _BARE_TYPES:
         field = _BARE_TYPES[node.type]
         inner_type = node.child_by_field_name(field) if field else node.named_children[-1]
