@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from codeqa.agent.answer import Answer, Usage
 from codeqa.agent.graph import build_graph
@@ -25,9 +26,22 @@ from codeqa.retrieval.search.relevance import RELEVANCE_HITS, Relevance, assess_
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+if TYPE_CHECKING:
+    from tiktoken import Encoding
+
 # Encoding used to count evidence tokens: close enough for every current model family
 # to keep the prompt inside the budget, and bundled with litellm (no download).
 TOKEN_ENCODING = "cl100k_base"
+
+
+def token_encoding() -> Encoding:
+    """The encoding prompts are counted with. tiktoken keeps it once loaded: the first load
+    (~0.3 s, a BPE file of 100k lines) can be done ahead, on a thread, by a caller that
+    will answer soon."""
+    prepare_offline_environment()
+    import tiktoken
+
+    return tiktoken.get_encoding(TOKEN_ENCODING)
 
 
 class Assistant:
@@ -41,10 +55,7 @@ class Assistant:
         serde = JsonPlusSerializer(allowed_msgpack_modules=CHECKPOINT_TYPES)
         self._checkpoints = InMemorySaver(serde=serde)
         self._graph = build_graph(self._checkpoints)
-        prepare_offline_environment()
-        import tiktoken
-
-        self._encoding = tiktoken.get_encoding(TOKEN_ENCODING)
+        self._encoding = token_encoding()
 
     @property
     def model(self) -> str | None:

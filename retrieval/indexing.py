@@ -229,10 +229,7 @@ def build_index(
             _wipe(directory, settings)
         manifest = Manifest.load(directory)
         _mark(directory)
-        embedder = load_embedder(
-            settings.embed_model or (manifest.embedder_name if manifest else None),
-            model_cache_dir(settings.cache_root),
-        )
+        embedder = _embedder(settings, manifest)
         if manifest is None:
             manifest = Manifest(
                 repo_root=str(root),
@@ -340,6 +337,25 @@ def build_index(
                 store.close()
     report.seconds_total = time.perf_counter() - started
     return report
+
+
+def planned_embedder(repo: Path, settings: IndexSettings, *, rebuild: bool = False) -> Embedder:
+    """The embedder (not loaded) that `build_index` will build `repo`'s index with: the
+    settings' model, else the one the index was built with, else the default.
+
+    Read without the index lock, so another process may change it before the build: a
+    caller loading this model ahead of the build (LiveIndex) checks its name against the
+    built index's, as open_index does.
+    """
+    directory = index_dir_for(resolve_repo(repo), settings)
+    return _embedder(settings, None if rebuild else Manifest.load(directory))
+
+
+def _embedder(settings: IndexSettings, manifest: Manifest | None) -> Embedder:
+    return load_embedder(
+        settings.embed_model or (manifest.embedder_name if manifest else None),
+        model_cache_dir(settings.cache_root),
+    )
 
 
 def _refresh_graph(

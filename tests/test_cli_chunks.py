@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from codeqa.retrieval.chunking.chunker import chunk_file
@@ -11,6 +13,7 @@ from codeqa.retrieval.chunking.languages import language_for
 from codeqa.retrieval.records import SourceFile
 from codeqa.tui.cli import main
 
+ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "languages"
 JSON_FIELDS = {
     "path",
@@ -89,3 +92,43 @@ def test_chunks_of_a_binary_file_says_it_was_skipped(tmp_path: Path, capsys) -> 
     out, err = capsys.readouterr()
     assert out == ""
     assert "skipped" in err and "binary" in err
+
+
+PROGRAM = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print('exit handlers ran', file=sys.stderr))\n"
+    "sys.argv = ['codeqa', *sys.argv[1:]]\n"
+    "from codeqa.tui.cli import run_program\n"
+    "run_program()\n"
+)
+
+
+def program(*words: str, **popen) -> subprocess.Popen:
+    """`codeqa WORDS` as the installed program runs it (its console script's entry)."""
+    return subprocess.Popen([sys.executable, "-c", PROGRAM, *words], text=True, **popen)
+
+
+def test_the_program_keeps_its_output_exit_status_and_exit_handlers(tmp_path, capsys) -> None:
+    # The program skips the interpreter's slow teardown at the end; nothing a user sees may
+    # change with it.
+    repo = make_repo(tmp_path / "repo")
+    assert main(["chunks", str(repo)]) == 0
+    expected = capsys.readouterr().out
+    done = program("chunks", str(repo), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = done.communicate(timeout=120)
+    assert (done.returncode, out) == (0, expected)
+    assert err.strip().endswith("exit handlers ran")
+    failed = program("chunks", str(tmp_path / "missing"), stderr=subprocess.PIPE)
+    _, err = failed.communicate(timeout=120)
+    assert failed.returncode == 1
+    assert err.startswith("codeqa: error:") and "exit handlers ran" in err
+
+
+def test_a_reader_that_stops_early_ends_the_program_quietly() -> None:
+    # `codeqa chunks . | head`: more output than a pipe holds, its reader gone after a line.
+    reader = program("chunks", str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert reader.stdout is not None and reader.stdout.readline()
+    reader.stdout.close()
+    _, err = reader.communicate(timeout=300)
+    assert reader.returncode == 0
+    assert "Traceback" not in err

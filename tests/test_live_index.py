@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -80,3 +81,37 @@ def test_the_index_folder_stays_within_twice_its_fresh_size_over_many_refreshes(
         live.stop_filling_soon()
     build_index(repo, settings)  # the vectors still missing: the folder as a fill leaves it
     assert folder_size(index_dir) <= 2 * fresh
+
+
+def test_a_first_build_for_searching_loads_the_model_beside_the_build_and_only_once(
+    tmp_path, monkeypatch
+):
+    """A live index that will embed queries builds a new repository's index and loads the
+    embedding model at the same time, and opens the built index with that model: the first
+    search does not wait for a load of its own after the build."""
+    from codeqa.retrieval import live as live_module
+    from codeqa.retrieval.embedders import onnx
+
+    loads: list[bool] = []  # per model load: whether the build had returned when it began
+    built = threading.Event()
+    load_model, build = onnx._load_model, live_module.build_index
+
+    def recorded_load(embedder):
+        loads.append(built.is_set())
+        return load_model(embedder)
+
+    def recorded_build(*args, **kwargs):
+        report = build(*args, **kwargs)
+        built.set()
+        return report
+
+    monkeypatch.setattr(onnx, "_load_model", recorded_load)
+    monkeypatch.setattr(live_module, "build_index", recorded_build)
+    repo = tmp_path / "repo"
+    make_modules(repo, 8)
+    with LiveIndex(repo, IndexSettings(index_dir=tmp_path / "index"), load_model=True) as live:
+        assert live.refresh() is not None
+        with live.borrow() as index:
+            assert index.loaded_embedder is not None
+            assert index.search("handler_3", SearchMode.HYBRID, 3)[0].chunk.path == "module_3.py"
+    assert loads == [False]

@@ -1,5 +1,3 @@
-import sys
+from codeqa.tui.cli import run_program
 
-from codeqa.tui.cli import main
-
-sys.exit(main())
+run_program()

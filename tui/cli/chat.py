@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 
 from codeqa.tui.cli.common import (
@@ -46,19 +44,4 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, repo)
     config = ChatConfig(repo=repo, settings=settings, agent=settings.agent())
     CodeqaApp(config).run()
-    end_process(0)
     return 0
-
-
-def end_process(code: int) -> None:
-    """End the process now that the chat has quit, skipping the interpreter's teardown.
-
-    The app closed its index when it unmounted (a refresh under way is waited for, the
-    vector fill stopped at a batch edge, an embedded Weaviate stopped), so nothing of
-    ours is left to run. What is left is LanceDB's native teardown at interpreter exit,
-    which kept the terminal 2-4 s after ctrl+c (`import lancedb` alone adds 2.0 s there
-    on a loaded 2-core machine).
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
