@@ -11,6 +11,14 @@ Each round copies the corpus afresh and runs, in turn:
   settled; the rest: opening the store, the manifest), then the offline answer.
 With `--parse-workers N` the in-process steps parse in N processes (0: serially); the
 default is what `codeqa ask` does (one per core on a large first build).
+
+    .venv/bin/python -m codeqa.evals.bench_first_answer CORPUS --rounds 6 --baseline ../base
+
+compares this tree with another checkout of codeqa (a git worktree of the commit before),
+run with this venv's packages: each round times both trees' first answer on their own
+fresh copies, then `codeqa search` and the same `ask` again on the index it built (no
+vectors yet, as right after a first answer), alternating which tree goes first, and
+prints each one's medians and the median of the paired differences.
 Timings are wall-clock: on a busy machine they are slower and noisier; the load average
 is printed beside each round.
 """
@@ -77,8 +85,14 @@ def main() -> None:
     parser.add_argument(
         "--parse-workers", type=int, help="processes parsing in the in-process steps (0: serial)"
     )
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout of codeqa to compare with, interleaved"
+    )
     args = parser.parse_args()
     offline = {name: value for name, value in os.environ.items() if name != "CODEQA_MODEL"}
+    if args.baseline is not None:
+        compare(args.corpus, args.question, args.rounds, args.baseline, offline)
+        return
     totals: list[float] = []
     splits: list[dict] = []
     for round_number in range(1, args.rounds + 1):
@@ -113,6 +127,51 @@ def main() -> None:
     searchable = statistics.median(split["imports_s"] + split["refresh_s"] for split in splits)
     print(f"  {'keyword-searchable (imports + refresh)':<42} {searchable:6.2f} s")
     print(f"  {'in-process total':<42} {statistics.median(s['total_s'] for s in splits):6.2f} s")
+
+
+COMPARED = ("first answer", "search after", "ask after")
+
+
+def compare(corpus: Path, question: str, rounds: int, baseline: Path, env: dict) -> None:
+    """Both trees' wall seconds, round by round; see the module's docstring."""
+    with tempfile.TemporaryDirectory(prefix="codeqa-baseline-") as holder:
+        # A folder whose `codeqa` is the other checkout: first on the path, it is imported
+        # instead of this tree (installed in the venv by a finder that comes after).
+        (Path(holder) / "codeqa").symlink_to(baseline.resolve(), target_is_directory=True)
+        trees = {"this tree": env, "baseline": env | {"PYTHONPATH": holder}}
+        seconds: dict[str, list[list[float]]] = {tree: [] for tree in trees}
+        for round_number in range(rounds):
+            order = list(trees) if round_number % 2 == 0 else list(trees)[::-1]
+            for tree in order:
+                times = _three_commands(corpus, question, trees[tree])
+                seconds[tree].append(times)
+                shown = ", ".join(
+                    f"{what} {s:5.2f} s" for what, s in zip(COMPARED, times, strict=True)
+                )
+                load = os.getloadavg()[0]
+                print(f"round {round_number + 1} {tree:<9} (load {load:.1f}): {shown}")
+    for column, what in enumerate(COMPARED):
+        mine = [times[column] for times in seconds["this tree"]]
+        theirs = [times[column] for times in seconds["baseline"]]
+        gained = statistics.median(b - a for a, b in zip(mine, theirs, strict=True))
+        print(
+            f"{what:<13} median: this tree {statistics.median(mine):5.2f} s, baseline "
+            f"{statistics.median(theirs):5.2f} s; paired, this tree {gained:+.2f} s faster"
+        )
+
+
+def _three_commands(corpus: Path, question: str, env: dict) -> list[float]:
+    """Wall seconds of the first `ask` on a fresh copy, then `search` and `ask` on its index."""
+    work = Path(tempfile.mkdtemp(prefix="codeqa-first-"))
+    try:
+        repo = work / "repo"
+        shutil.copytree(corpus, repo, symlinks=True)
+        where = ["--repo", str(repo), "--index-dir", str(work / "index")]
+        program = [sys.executable, "-m", "codeqa.tui"]
+        commands = [["ask", question, "--json"], ["search", question], ["ask", question, "--json"]]
+        return [run_measured([*program, *words, *where], env).seconds for words in commands]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
