@@ -242,6 +242,33 @@ def test_a_hung_server_falls_back_within_the_reply_timeout(indexed, capsys, monk
     hung.close()
 
 
+def test_a_busy_server_is_waited_for_past_the_reply_timeout(indexed, warm, capsys, monkeypatch):
+    """A server working longer than the client waits for a silent one (a first search
+    beside the vector fill) says it is alive, so the command takes its answer instead of
+    doing the work again here."""
+    repo, index_dir = indexed
+    monkeypatch.setattr(client, "REPLY_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(server, "ALIVE_SECONDS", 0.1)
+    answer = warm.answer
+
+    def busy(line: bytes):
+        time.sleep(1.5)
+        return answer(line)
+
+    monkeypatch.setattr(warm, "answer", busy)
+    exchange, replies = client.exchange, []
+
+    def recorded(path, message):
+        replies.append(exchange(path, message))
+        return replies[-1]
+
+    monkeypatch.setattr(client, "exchange", recorded)
+    argv = ["search", "scanner", "--repo", str(repo), *_flags(index_dir)]
+    result = _run(argv, capsys)
+    assert len(replies) == 1 and replies[0] is not None  # answered by the server
+    assert result == _in_process(argv, capsys, monkeypatch)
+
+
 def test_a_socket_owned_by_another_user_is_never_connected_to(indexed, capsys, monkeypatch):
     repo, index_dir = indexed
     planted = _listener(_socket(indexed))

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 # refused at once. Past this, something is wrong and the command is quicker done here.
 CONNECT_TIMEOUT_SECONDS = 0.25
 # A warm search takes ~20 ms and an offline answer ~0.1 s on django; a loaded machine may
-# take ten times that. A server that accepted but does not answer in this time is hung,
-# and the command runs here instead, having lost at most this long.
+# take ten times that, and a server working longer says it is alive (server.ALIVE_SECONDS).
+# A server that accepted but sends nothing for this long is hung, and the command runs
+# here instead, having lost at most this long.
 REPLY_TIMEOUT_SECONDS = 3.0
 # Unix socket paths are limited to 108 bytes (sun_path); a longer one is not attempted.
 MAX_SOCKET_PATH = 100

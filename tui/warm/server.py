@@ -50,6 +50,12 @@ if TYPE_CHECKING:
 
 # A client writes its whole request at once; one that does not within this is dropped.
 READ_TIMEOUT_SECONDS = 5.0
+# While a request is worked on, a space goes to the client this often, so that it tells a
+# busy server from a hung one (which sends nothing): a first hybrid search beside the vector
+# fill embeds its candidates in ~3 s on 2 cores, past the client's wait for a silent server,
+# and the client then did the work again in-process (7.5 s on click). JSON allows
+# whitespace before the reply, so a client that predates this reads it all the same.
+ALIVE_SECONDS = 1.0
 # How often the accept loop looks whether it was closed.
 POLL_SECONDS = 0.5
 # A request that arrives while the watcher's refresh runs (a save on django: ~0.4 s) waits
@@ -152,10 +158,29 @@ class WarmServer:
                 if peer_uid(connection) != os.getuid():
                     reply = Reply(error="refused: this server answers only its own user")
                 else:
-                    reply = self.answer(line)
+                    reply = self._answer_saying_alive(connection, line)
                 connection.sendall(encode_reply(reply))
             except (OSError, BadRequest):
                 return  # the client went away, or sent half a request: nobody to answer
+
+    def _answer_saying_alive(self, connection: socket.socket, line: bytes) -> Reply:
+        """`answer`, with a space sent to the client every ALIVE_SECONDS until it is ready."""
+        done = threading.Event()
+
+        def say_alive() -> None:
+            while not done.wait(ALIVE_SECONDS):
+                try:
+                    connection.sendall(b" ")
+                except OSError:
+                    return  # the client went away; sending the reply finds that out too
+
+        beat = threading.Thread(target=say_alive, name="codeqa-warm-alive", daemon=True)
+        beat.start()
+        try:
+            return self.answer(line)
+        finally:
+            done.set()
+            beat.join()  # the reply is then the connection's only writer
 
     def answer(self, line: bytes) -> Reply:
         """The reply to one request line: the command's output, or a refusal."""
