@@ -614,7 +614,9 @@ def fill_vectors(
             known = cache.get_many(hashes)
             missing = [chunk for chunk in batch if chunk.content_hash not in known]
             if missing:
-                fresh = embedder.embed([embedding_text(chunk) for chunk in missing])
+                fresh = embedder.embed(
+                    [embedding_text(chunk) for chunk in missing], background=True
+                )
                 new = {c.content_hash: vector for c, vector in zip(missing, fresh, strict=True)}
                 cache.put_many(new)
                 known.update(new)

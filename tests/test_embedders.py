@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
@@ -82,6 +85,40 @@ def test_batching_by_length_returns_vectors_in_input_order(minilm: OnnxEmbedder)
     together = minilm.embed(texts)
     one_by_one = np.stack([minilm.embed([text])[0] for text in texts])
     np.testing.assert_allclose(together, one_by_one, atol=1e-4)
+
+
+def test_background_embedding_gives_way_while_a_waited_for_call_runs(monkeypatch) -> None:
+    # A resident process's vector fill (background) and a search's embedding share the
+    # cores: the fill starts no batch while the search's embedding is under way.
+    from codeqa.retrieval.embedders import onnx
+
+    embedder = OnnxEmbedder()
+    runs: list[tuple[str, float, float]] = []  # (thread, started, ended) per model batch
+    run, filling = onnx._LoadedModel.run, threading.Event()
+
+    def timed(model, token_ids):
+        started = time.perf_counter()
+        filling.set()
+        try:
+            return run(model, token_ids)
+        finally:
+            runs.append((threading.current_thread().name, started, time.perf_counter()))
+
+    monkeypatch.setattr(onnx._LoadedModel, "run", timed)
+    texts = [f"{SEND_REQUEST}\n# {number}" for number in range(40)]  # ~10 model batches
+    filled: list[np.ndarray] = []
+    fill = threading.Thread(
+        target=lambda: filled.append(embedder.embed(texts, background=True)), name="fill"
+    )
+    fill.start()
+    assert filling.wait(60)
+    searched = embedder.embed([PARSE_DATE, RENDER_TEMPLATE] * 4)
+    fill.join(120)
+    search_runs = [(started, ended) for name, started, ended in runs if name != "fill"]
+    first, last = min(s for s, _ in search_runs), max(e for _, e in search_runs)
+    assert not [s for name, s, _ in runs if name == "fill" and first < s < last]
+    np.testing.assert_allclose(filled[0], embedder.embed(texts), atol=1e-4)
+    assert searched.shape == (8, embedder.dim)
 
 
 def test_inputs_longer_than_the_window_are_truncated_not_rejected() -> None:

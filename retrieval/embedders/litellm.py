@@ -66,7 +66,7 @@ class LiteLLMEmbedder:
             self._dim = _listed_dimension(self.model) or self._request([PROBE_TEXT]).shape[1]
         return self._dim
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         batches = [

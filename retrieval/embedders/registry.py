@@ -29,8 +29,12 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of shape (len(texts), dim), float32, unit length."""
+    def embed(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
+        """Vectors of shape (len(texts), dim), float32, unit length.
+
+        `background`: work nobody waits for (the vector fill); an embedder sharing its
+        cores may let other calls, which someone waits for, go first.
+        """
         ...
 
     def embed_query(self, text: str) -> np.ndarray:

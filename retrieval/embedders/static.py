@@ -58,7 +58,7 @@ class StaticEmbedder:
         self.name = f"static:{spec.label}@{spec.distribution}=={spec.version}"
         self._loaded: tuple[Tokenizer, np.ndarray] | None = None
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
