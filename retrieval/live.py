@@ -199,7 +199,6 @@ class LiveIndex:
         preload = self._load_model and model is None
         if preload:
             model = self._planned_embedder(rebuild)
-            preload = model is not None
         # The model loads (mostly native code that releases the GIL) beside the whole
         # refresh and the reopen, not after them: on a first build it came last, ~0.3 s
         # on 2 cores before the first search could embed.
