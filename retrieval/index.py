@@ -208,7 +208,9 @@ class Index:
         if not scope.is_everything:
             depth *= tuning.scoped_candidates_factor
         missing = None
-        if mode is SearchMode.HYBRID and tuning.query_time_vectors:
+        # A finished build says every vector is in: nothing to embed, nor to read deeper for.
+        filled = self.manifest.complete_chunks is not None
+        if mode is SearchMode.HYBRID and tuning.query_time_vectors and not filled:
             missing = QueryTimeVectors(self._embed_chunks, tuning.query_time_vectors)
         keywords = keyword_query_text(query, tuning)
         hits = self._store.search(keywords, vector, mode, depth, missing)

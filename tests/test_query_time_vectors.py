@@ -92,6 +92,41 @@ def test_query_time_vectors_embed_at_most_the_bound(tmp_path: Path) -> None:
     assert not set(asked[0]) & {chunk.chunk_id for chunk in chunks[:10]}
 
 
+def test_query_time_vectors_reach_below_the_fused_keyword_leg(tmp_path: Path) -> None:
+    # The BM25 leg fuses its best 50 (hybrid_depth); candidates 51-60 are embedded too, so
+    # the vector leg can bring up what keywords rank just below that cut.
+    chunks, vectors = _chunks(80), _vectors(80)
+    by_id = {chunk.chunk_id: vector for chunk, vector in zip(chunks, vectors, strict=True)}
+    empty = LanceStore(tmp_path / "empty", DIM)
+    empty.upsert(chunks, None)
+    query = np.random.default_rng(11).standard_normal(DIM).astype(np.float32)
+    asked: list[list[str]] = []
+
+    def embed(wanted: list[Chunk]) -> np.ndarray:
+        asked.append([chunk.chunk_id for chunk in wanted])
+        return np.stack([by_id[chunk.chunk_id] for chunk in wanted])
+
+    # What a store holding vectors for exactly those 60 candidates ranks.
+    partial = LanceStore(tmp_path / "partial", DIM)
+    try:
+        keyword_order = [hit.chunk for hit in empty.search("cookie", None, SearchMode.BM25, 80)]
+        got = empty.search("cookie", query, SearchMode.HYBRID, 50, QueryTimeVectors(embed, 60))
+        best = keyword_order[:60]
+        partial.upsert(best, np.stack([by_id[chunk.chunk_id] for chunk in best]))
+        partial.upsert(keyword_order[60:], None)
+        expected = partial.search("cookie", query, SearchMode.HYBRID, 50)
+    finally:
+        empty.close()
+        partial.close()
+
+    assert asked == [[chunk.chunk_id for chunk in best]]
+    assert [(h.chunk.chunk_id, round(h.score, 6)) for h in got] == [
+        (h.chunk.chunk_id, round(h.score, 6)) for h in expected
+    ]
+    below_the_cut = {chunk.chunk_id for chunk in keyword_order[50:60]}
+    assert below_the_cut & {hit.chunk.chunk_id for hit in got}
+
+
 def test_an_index_without_vectors_answers_hybrid_with_query_time_vectors(
     small_repo: Path, tmp_path: Path
 ) -> None:

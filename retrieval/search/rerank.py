@@ -53,13 +53,16 @@ class RankingTuning:
     min_candidates: int = 50
     # While vectors are missing (a first answer, minutes before the fill ends), a hybrid
     # search embeds this many of the best BM25 candidates that have no vector, so that its
-    # vector leg still ranks them (stores.protocol.QueryTimeVectors); 0 turns it off. 50 is
-    # the whole BM25 leg (LanceTuning.hybrid_depth). At 0% filled, hybrid file@1 / file@5 /
-    # line@10 in questions, against every vector filled: sweqa-dev (89 / 89 / 85 with gold)
-    # 0: 68/85/73, 20: 71/85/73, 50: 73/85/74, filled 74/88/78; swebench-loc-dev (152)
-    # 0: 86/126/100, 20: 94/128/103, 50: 96/130/107, filled 98/132/108. Each chunk costs
-    # ~27 ms to embed on 2 AVX2 cores; an answer's searches share them (Index).
-    query_time_vectors: int = 50
+    # vector leg still ranks them (stores.protocol.QueryTimeVectors); 0 turns it off. Past
+    # the BM25 leg's 50 (LanceTuning.hybrid_depth) the keyword candidates are read deeper
+    # to find them, and the leg is cut back to 50 for the fusion. At 0% filled, hybrid
+    # file@1 / file@5 / line@10 in questions, against every vector filled: sweqa-dev (89 /
+    # 89 / 85 with gold) 0: 68/85/73, 20: 71/85/73, 50: 73/85/74, 100: 73/87/76, 150:
+    # 74/87/76, filled 74/88/78; swebench-loc-dev (152) 0: 86/126/100, 20: 94/128/103, 50:
+    # 96/130/107, 100: 98/131/107, filled 98/132/108; JS/TS (77) 50: 69/75/74, 100:
+    # 69/75/73, filled 69/75/72. Each chunk costs ~27 ms to embed on 2 AVX2 cores; an
+    # answer's searches share them (Index).
+    query_time_vectors: int = 100
     # With a path scope, this many times more candidates are read, since most may be outside.
     scoped_candidates_factor: int = 10
     # Rank-to-score constant, as in RRF: rank r scores (rank_k + 1) / (rank_k + r), so rank

@@ -262,6 +262,8 @@ class LanceStore:
             # query, if the vector comes as a function, and while the vector leg runs.
             depth = max(limit, self.tuning.hybrid_depth)
             with_flags = missing_vectors is not None and missing_vectors.limit > 0
+            if missing_vectors is not None:  # deep enough to hold the candidates to embed
+                depth = max(depth, missing_vectors.limit)
             pending_bm25 = self._legs.submit(self._bm25_leg, keywords, depth, with_flags)
         given = resolve_query_vector(query_vector)
         vector = None if given is None else self._query_vector(given)
@@ -345,9 +347,11 @@ class LanceStore:
         """
         depth = max(limit, self.tuning.hybrid_depth)
         vector_leg = self._vector_leg(vector, depth)
-        bm25 = pending_bm25.result()
-        if missing_vectors is not None and bm25.without_vector:
-            vector_leg = _with_query_time_vectors(vector_leg, bm25, vector, missing_vectors, depth)
+        # The BM25 rows read may go deeper than the fused leg, to find candidates to embed.
+        read = pending_bm25.result()
+        if missing_vectors is not None and read.without_vector:
+            vector_leg = _with_query_time_vectors(vector_leg, read, vector, missing_vectors, depth)
+        bm25 = _Leg(read.row_ids[:depth], read.scores[:depth], read.chunks)
         chunks = {**vector_leg.chunks, **bm25.chunks}
         # LanceDB's order of the lists: vector results first (it matters for ties).
         fused = fuse_by_reciprocal_rank(
