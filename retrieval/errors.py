@@ -3,6 +3,11 @@
 The messages are written for users: what happened, and the command or setting that fixes it.
 """
 
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
 
 class CodeqaError(Exception):
     """Base of every error codeqa reports to a user."""
@@ -105,21 +110,42 @@ _WRITE_FAILURES = (
 )
 
 
+# Below this much free space an unexplained write failure is the disk filling up: SQLite
+# says "disk I/O error" when its shared-memory file cannot grow, and a writer beside it
+# (the full-text index is built while the graph is written) may take the last blocks first.
+NEARLY_FULL_BYTES = 1 << 20
+
+
 def cannot_write(place: object, error: BaseException, what: str = "the index") -> IndexNotWritable:
     """A one-line error for a failed write of `what` at `place`, naming the cause when known."""
-    return IndexNotWritable(f"cannot write {what} at {place}: {write_failure_reason(error)}")
+    reason = write_failure_reason(error, Path(str(place)))
+    return IndexNotWritable(f"cannot write {what} at {place}: {reason}")
 
 
-def write_failure_reason(error: BaseException) -> str:
+def write_failure_reason(error: BaseException, place: Path | None = None) -> str:
+    """The cause of a failed write in a few words; with `place`, a failure the error does not
+    explain on a nearly full disk is called what it is."""
     if isinstance(error, OSError) and error.strerror:
         return error.strerror.lower()
     text = str(error).lower()
     for phrase, reason in _WRITE_FAILURES:
         if phrase in text:
             return reason
+    if place is not None and _free_bytes(place) < NEARLY_FULL_BYTES:
+        return "no space left on device"
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return first_line[:200]
 
 
 class UnknownSymbol(CodeqaError):
     """A graph query named a symbol or path the code graph does not define."""
+
+
+def _free_bytes(place: Path) -> int:
+    """Free bytes on the file system holding `place` (or its nearest existing folder)."""
+    for folder in (place, *place.parents):
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            continue
+    return NEARLY_FULL_BYTES  # unknown: not called full

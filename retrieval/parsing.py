@@ -37,9 +37,11 @@ FILES_PER_TASK = 8
 
 @dataclass(frozen=True, slots=True)
 class ParsedFile:
-    """One file's chunks (in order), the keyword text of each, and its graph facts."""
+    """One file's chunks (in order), the keyword text of each, and its graph facts.
 
-    file: SourceFile
+    Not the file itself: the caller has it, and a worker would send its text back.
+    """
+
     chunks: tuple[Chunk, ...]
     keywords: tuple[str, ...]  # keyword_text(chunk) of each chunk, computed where it was cut
     graph: FileGraph
@@ -53,7 +55,7 @@ def parse_file(file: SourceFile, limits: ChunkLimits | None = None) -> ParsedFil
     started = time.perf_counter()
     graph = extract(file, trees)
     seconds = time.perf_counter() - started
-    return ParsedFile(file, chunks, tuple(keyword_text(chunk) for chunk in chunks), graph, seconds)
+    return ParsedFile(chunks, tuple(keyword_text(chunk) for chunk in chunks), graph, seconds)
 
 
 def parallel_workers(files: int, cpus: int | None = None) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
-from codeqa.retrieval.errors import Cancelled
+from codeqa.retrieval.errors import Cancelled, cannot_write
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index, check_index
 from codeqa.retrieval.records import ProgressEvent, SearchMode
@@ -253,6 +253,20 @@ def test_full_disk_is_one_line_and_the_next_run_finishes_the_index(
     subprocess.run(["mount", "-o", "remount,size=50m", str(small_mount)], check=True)
     assert run_cli(args, capsys)[0] == 0
     assert check_index(small_repo, settings_for(directory)).healthy
+
+
+def test_an_unexplained_write_failure_on_a_full_disk_says_the_disk_is_full(small_mount):
+    # SQLite says "disk I/O error" when its shared-memory file cannot grow; the full-text
+    # index, built beside the graph, may have taken the last blocks.
+    directory = small_mount / "index"
+    failure = OSError("disk I/O error")
+    roomy = cannot_write(directory, failure)
+    assert str(roomy) == f"cannot write the index at {directory}: disk I/O error"
+    subprocess.run(["mount", "-o", "remount,size=64k", str(small_mount)], check=True)
+    with pytest.raises(OSError):
+        (small_mount / "filler").write_bytes(b"x" * 128 * 1024)
+    full = cannot_write(directory, failure)
+    assert str(full) == f"cannot write the index at {directory}: no space left on device"
 
 
 def test_read_only_index_folder_is_one_line(small_repo, small_mount, capsys):

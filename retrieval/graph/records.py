@@ -16,8 +16,21 @@ AMBIGUOUS = "ambiguous"  # two or more candidate definitions; all are kept, none
 UNRESOLVED = "unresolved"  # only the name as written is known
 
 
+class _Fact:
+    """Pickled as its class and field values: graph facts come back from the parse workers
+    (indexing.py) by the ten thousand, and the dataclass default, a state rebuilt through
+    `fields()` for each one, took twice as long (django's 53,000: 0.16 s against 0.08 s to
+    load, on the process that stores the chunks meanwhile)."""
+
+    __slots__ = ()
+    __match_args__: tuple[str, ...]  # the dataclass's fields, in its constructor's order
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return type(self), tuple(getattr(self, name) for name in self.__match_args__)
+
+
 @dataclass(frozen=True, slots=True)
-class Definition:
+class Definition(_Fact):
     """A function, method, class or top-level variable: `qualname` joins the enclosing names
     (`Session.request`)."""
 
@@ -40,7 +53,7 @@ class Definition:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class Call(_Fact):
     """`callee` as written (`self.send`, `pkg.Do`, `Foo::new`, dots for any separator).
 
     `receiver`: for `s.send()` or `self.s.send()`, the class `s` was bound to as written
@@ -61,7 +74,7 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
-class Import:
+class Import(_Fact):
     """`import a.b as c` → module "a.b", name None, alias "c"; `from x import y as z` → x, y, z.
 
     JS/TS module specifiers are kept as written (`./m`), Go import paths too, Rust paths and
@@ -76,7 +89,7 @@ class Import:
 
 
 @dataclass(frozen=True, slots=True)
-class Base:
+class Base(_Fact):
     """Class `qualname` in `path` inherits from (or implements) `base`, as written."""
 
     path: str
