@@ -30,6 +30,8 @@ from codeqa.retrieval.errors import (
     ConfigError,
     IndexMismatch,
     IndexNotFound,
+    IndexNotWritable,
+    StoreUnavailable,
 )
 from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
 from codeqa.retrieval.graph.languages import SPECS as GRAPH_LANGUAGES
@@ -272,12 +274,39 @@ class Index:
             chunk for chunk, digest in zip(chunks, hashes, strict=True) if digest not in found
         ]
         if wanted:
-            fresh = self.embedder.embed([embedding_text(chunk) for chunk in wanted])
-            found.update(zip((chunk.content_hash for chunk in wanted), fresh, strict=True))
-            if len(known) + len(wanted) > QUERY_TIME_VECTORS_KEPT:
+            fresh = self._cached_or_embedded(wanted)
+            found.update(fresh)
+            if len(known) + len(fresh) > QUERY_TIME_VECTORS_KEPT:
                 known.clear()
             known.update(found)
         return np.stack([found[digest] for digest in hashes])
+
+    def _cached_or_embedded(self, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
+        """`chunks`' vectors by content hash: from the vector cache where an earlier process
+        embedded them (the CLI's next search before the fill ends), else embedded now and
+        cached for the next one and for the fill. A cache that cannot be opened or written
+        (a read-only index) only costs the embedding."""
+        cache = None
+        with suppress(StoreUnavailable):
+            cache = VectorCache(
+                vector_cache_path(self._settings, self.directory), self.embedder.name
+            )
+        try:
+            found = cache.get_many(chunk.content_hash for chunk in chunks) if cache else {}
+            wanted = list(
+                {c.content_hash: c for c in chunks if c.content_hash not in found}.values()
+            )
+            if wanted:
+                vectors = self.embedder.embed([embedding_text(chunk) for chunk in wanted])
+                fresh = dict(zip((chunk.content_hash for chunk in wanted), vectors, strict=True))
+                found.update(fresh)
+                if cache is not None:
+                    with suppress(IndexNotWritable):
+                        cache.put_many(fresh)
+        finally:
+            if cache is not None:
+                cache.close()
+        return found
 
     def _graph_evidence(
         self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning

@@ -152,3 +152,35 @@ def test_an_index_without_vectors_answers_hybrid_with_query_time_vectors(
     # vectors being kept by the open index.
     assert embedded == [1, 20, 1]
     assert hybrid != without  # the vector leg now ranks the keyword candidates too
+
+
+def test_the_next_process_and_the_fill_reuse_the_vectors_a_search_embedded(
+    small_repo: Path, tmp_path: Path
+) -> None:
+    # `codeqa ask` then `codeqa search` before the fill: each process opens the index anew.
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(small_repo, settings, embed=False)
+    question = "how is a float that is not a number written out"
+
+    def search_in_a_new_process() -> tuple[list[str], list[int]]:
+        with open_index(small_repo, settings) as index:
+            embedded: list[int] = []
+            embed = index.embedder.embed
+
+            def counting(texts: list[str], **how: bool) -> np.ndarray:
+                embedded.append(len(texts))
+                return embed(texts, **how)
+
+            index.embedder.embed = counting  # type: ignore[method-assign]
+            hits = index.search(question, SearchMode.HYBRID, 10)
+        return [hit.chunk.location for hit in hits], embedded
+
+    first, embedded_first = search_in_a_new_process()
+    second, embedded_second = search_in_a_new_process()
+    assert embedded_first[0] == 1 and embedded_first[1] > 10  # the question, its candidates
+    assert embedded_second == [1]  # the question alone: its candidates' vectors were kept
+    assert second == first
+
+    report = build_index(small_repo, settings)  # the fill
+    assert report.vectors_pending == 0
+    assert report.vectors_embedded == report.chunks_total - embedded_first[1]
