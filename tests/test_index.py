@@ -128,7 +128,7 @@ def test_interrupted_embedding_keeps_a_searchable_index_and_resumes(small_repo, 
         build_index(small_repo, settings, stop_once_embedding_starts, cancel=cancel)
     with open_index(small_repo, settings) as index:
         assert index.vectors_missing == index.chunk_count > 0
-        assert index.search("JSONDecodeError", SearchMode.HYBRID, 3)  # BM25 still answers
+        assert index.search("JSONDecodeError", SearchMode.BM25, 3)  # BM25 still answers
     report = build_index(small_repo, settings)
     assert report.files_changed == 0
     assert report.vectors_pending == 0
