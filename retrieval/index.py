@@ -22,15 +22,13 @@ from codeqa.retrieval.config import (
 from codeqa.retrieval.discovery.walk import read_repo_file
 from codeqa.retrieval.embedders.registry import (
     Embedder,
-    embedding_text,
     load_embedder,
 )
-from codeqa.retrieval.embedders.vector_cache import VectorCache
+from codeqa.retrieval.embedders.vector_cache import VectorCache, vectors_through_cache
 from codeqa.retrieval.errors import (
     ConfigError,
     IndexMismatch,
     IndexNotFound,
-    IndexNotWritable,
     StoreUnavailable,
 )
 from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
@@ -80,6 +78,9 @@ from codeqa.retrieval.stores.protocol import (
 # Vectors embedded at query time (while the fill has not reached their chunks) kept per
 # open index: 384 floats each, ~6 MB at this many.
 QUERY_TIME_VECTORS_KEPT = 4096
+# A search's write to the vector cache waits this long for the fill's write to end (each
+# takes milliseconds); past it the vectors are only not cached, instead of a stalled search.
+SEARCH_WAITS_FOR_CACHE_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,25 +285,18 @@ class Index:
     def _cached_or_embedded(self, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
         """`chunks`' vectors by content hash: from the vector cache where an earlier process
         embedded them (the CLI's next search before the fill ends), else embedded now and
-        cached for the next one and for the fill. A cache that cannot be opened or written
-        (a read-only index) only costs the embedding."""
+        cached for the next one and for the fill. A cache that cannot be opened, read or
+        written (a read-only index, a corrupt file) only costs the embedding, and a search
+        waits at most a moment for the fill's write to end."""
         cache = None
         with suppress(StoreUnavailable):
             cache = VectorCache(
-                vector_cache_path(self._settings, self.directory), self.embedder.name
+                vector_cache_path(self._settings, self.directory),
+                self.embedder.name,
+                wait_seconds=SEARCH_WAITS_FOR_CACHE_SECONDS,
             )
         try:
-            found = cache.get_many(chunk.content_hash for chunk in chunks) if cache else {}
-            wanted = list(
-                {c.content_hash: c for c in chunks if c.content_hash not in found}.values()
-            )
-            if wanted:
-                vectors = self.embedder.embed([embedding_text(chunk) for chunk in wanted])
-                fresh = dict(zip((chunk.content_hash for chunk in wanted), vectors, strict=True))
-                found.update(fresh)
-                if cache is not None:
-                    with suppress(IndexNotWritable):
-                        cache.put_many(fresh)
+            found, _ = vectors_through_cache(cache, chunks, self.embedder.embed, forgiving=True)
         finally:
             if cache is not None:
                 cache.close()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -42,10 +43,9 @@ from codeqa.retrieval.discovery.walk import DiscoverOptions, IgnoreWarning, scan
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
     Embedder,
-    embedding_text,
     load_embedder,
 )
-from codeqa.retrieval.embedders.vector_cache import VectorCache
+from codeqa.retrieval.embedders.vector_cache import VectorCache, vectors_through_cache
 from codeqa.retrieval.errors import (
     Cancelled,
     CodeqaError,
@@ -600,6 +600,7 @@ def fill_vectors(
     keeps all finished work; the store is written in larger batches because each
     store write has a fixed cost (~0.3 s in LanceDB) whatever its size.
     """
+    embed_behind = partial(embedder.embed, background=True)
     pending = store.chunks_missing_vectors()
     total = len(pending)
     embedded = 0
@@ -617,19 +618,10 @@ def fill_vectors(
         for start in range(0, total, CHUNKS_PER_EMBED_BATCH):
             _raise_if_cancelled(cancel)
             batch = pending[start : start + CHUNKS_PER_EMBED_BATCH]
-            hashes = [chunk.content_hash for chunk in batch]
-            known = cache.get_many(hashes)
-            missing = [chunk for chunk in batch if chunk.content_hash not in known]
-            if missing:
-                fresh = embedder.embed(
-                    [embedding_text(chunk) for chunk in missing], background=True
-                )
-                new = {c.content_hash: vector for c, vector in zip(missing, fresh, strict=True)}
-                cache.put_many(new)
-                known.update(new)
-                embedded += len(missing)
+            known, embedded_now = vectors_through_cache(cache, batch, embed_behind)
+            embedded += embedded_now
             buffered_ids.extend(chunk.chunk_id for chunk in batch)
-            buffered_vectors.extend(known[h] for h in hashes)
+            buffered_vectors.extend(known[chunk.content_hash] for chunk in batch)
             if len(buffered_ids) >= CHUNKS_PER_STORE_WRITE:
                 flush()
             notify(ProgressEvent("embed", start + len(batch), total, embedder.name))

@@ -3,11 +3,16 @@ number, and fuses them as if their vectors had been stored."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from codeqa.retrieval.config import IndexSettings
+import pytest
+from codeqa.retrieval.config import IndexSettings, vector_cache_path
+from codeqa.retrieval.embedders.vector_cache import VectorCache
+from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
@@ -184,3 +189,80 @@ def test_the_next_process_and_the_fill_reuse_the_vectors_a_search_embedded(
     report = build_index(small_repo, settings)  # the fill
     assert report.vectors_pending == 0
     assert report.vectors_embedded == report.chunks_total - embedded_first[1]
+
+
+def _search_counting_embeddings(repo: Path, settings: IndexSettings) -> tuple[list[str], list[int]]:
+    """A hybrid search in a newly opened index: its hits, and the sizes of its embed calls."""
+    with open_index(repo, settings) as index:
+        embedded: list[int] = []
+        embed = index.embedder.embed
+
+        def counting(texts: list[str], **how: bool) -> np.ndarray:
+            embedded.append(len(texts))
+            return embed(texts, **how)
+
+        index.embedder.embed = counting  # type: ignore[method-assign]
+        hits = index.search("how is a float that is not a number written out", SearchMode.HYBRID)
+    return [hit.chunk.location for hit in hits], embedded
+
+
+def test_a_corrupt_vector_cache_costs_a_search_only_the_embedding(
+    small_repo: Path, tmp_path: Path
+) -> None:
+    healthy = IndexSettings(index_dir=tmp_path / "healthy")
+    build_index(small_repo, healthy, embed=False)
+    expected, _ = _search_counting_embeddings(small_repo, healthy)
+
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(small_repo, settings, embed=False)
+    cache = vector_cache_path(settings, settings.index_dir)
+    with cache.open("r+b") as file:  # the vectors table's page, overwritten: a torn disk
+        file.seek(4096)
+        file.write(b"\xff" * 4096)
+
+    hits, embedded = _search_counting_embeddings(small_repo, settings)
+    assert hits == expected
+    assert embedded[0] == 1 and embedded[1] > 10  # the question, then its candidates
+
+    # The fill, which cannot do without the cache, says so in one line and how to mend it.
+    with pytest.raises(StoreUnavailable, match="cannot read the vector cache") as failure:
+        build_index(small_repo, settings)
+    assert "\n" not in str(failure.value) and "deleting it loses nothing" in str(failure.value)
+
+
+def test_a_search_does_not_wait_for_a_long_write_to_the_vector_cache(
+    small_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    untouched = IndexSettings(index_dir=tmp_path / "untouched")
+    build_index(small_repo, untouched, embed=False)
+    expected, _ = _search_counting_embeddings(small_repo, untouched)
+
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(small_repo, settings, embed=False)
+
+    # The time the search spends trying to cache its vectors: sqlite sleeps while it waits
+    # for the lock, so this is the wait itself, whatever the machine's load.
+    waited: list[float] = []
+    put_many = VectorCache.put_many
+
+    def timed(cache: VectorCache, vectors: dict[str, np.ndarray]) -> None:
+        began = time.monotonic()
+        try:
+            put_many(cache, vectors)
+        finally:
+            waited.append(time.monotonic() - began)
+
+    monkeypatch.setattr(VectorCache, "put_many", timed)
+    writer = sqlite3.connect(vector_cache_path(settings, settings.index_dir), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process's write, held past the search
+    try:
+        hits, embedded = _search_counting_embeddings(small_repo, settings)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert hits == expected
+    assert len(waited) == 1 and waited[0] < 2  # a moment, not sqlite's default 5 s
+
+    # Its vectors could not be cached: the next search embeds its candidates again.
+    _, embedded_next = _search_counting_embeddings(small_repo, settings)
+    assert embedded_next == embedded

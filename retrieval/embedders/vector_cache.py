@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from codeqa.retrieval.embedders.registry import embedding_text
 from codeqa.retrieval.errors import StoreUnavailable, cannot_write, write_failure_reason
+from codeqa.retrieval.records import Chunk
 
 # SQLite caps the number of "?" in one statement (999 on old builds).
 _HASHES_PER_QUERY = 900
@@ -29,12 +31,13 @@ class VectorCache:
     cache as it was before that call, never a half-written vector.
     """
 
-    def __init__(self, path: Path, embedder_name: str) -> None:
+    def __init__(self, path: Path, embedder_name: str, wait_seconds: float = 5.0) -> None:
+        """`wait_seconds`: how long a write waits for another process's write to end."""
         self.path = path
         self.embedder_name = embedder_name
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, isolation_level=None)
+            self._db = sqlite3.connect(path, timeout=wait_seconds, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
@@ -47,16 +50,22 @@ class VectorCache:
         """The cached vectors among `hashes`; missing ones are simply absent."""
         wanted = list(dict.fromkeys(hashes))
         found: dict[str, np.ndarray] = {}
-        for start in range(0, len(wanted), _HASHES_PER_QUERY):
-            part = wanted[start : start + _HASHES_PER_QUERY]
-            marks = ",".join("?" * len(part))
-            rows = self._db.execute(
-                "SELECT content_hash, vector FROM vectors"
-                f" WHERE embedder = ? AND content_hash IN ({marks})",
-                [self.embedder_name, *part],
-            )
-            for content_hash, blob in rows:
-                found[content_hash] = np.frombuffer(blob, dtype=np.float32).copy()
+        try:
+            for start in range(0, len(wanted), _HASHES_PER_QUERY):
+                part = wanted[start : start + _HASHES_PER_QUERY]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    "SELECT content_hash, vector FROM vectors"
+                    f" WHERE embedder = ? AND content_hash IN ({marks})",
+                    [self.embedder_name, *part],
+                )
+                for content_hash, blob in rows:
+                    found[content_hash] = np.frombuffer(blob, dtype=np.float32).copy()
+        except sqlite3.Error as error:
+            raise StoreUnavailable(
+                f"cannot read the vector cache {self.path}: {write_failure_reason(error)};"
+                " it only saves embedding again, so deleting it loses nothing"
+            ) from None
         return found
 
     def put_many(self, vectors: Mapping[str, np.ndarray]) -> None:
@@ -113,3 +122,39 @@ class _Transaction:
             # SQLite has already rolled back after some errors (a full disk among them);
             # a second ROLLBACK would raise and hide the real error.
             self._db.execute("ROLLBACK")
+
+
+def vectors_through_cache(
+    cache: VectorCache | None,
+    chunks: Sequence[Chunk],
+    embed: Callable[[list[str]], np.ndarray],
+    *,
+    forgiving: bool = False,
+) -> tuple[dict[str, np.ndarray], int]:
+    """`chunks`' vectors by content hash, and how many chunks had to be embedded.
+
+    Vectors are read from `cache` where an earlier run embedded them; the rest are embedded
+    with `embed` (each distinct text once) and cached for the next run. `forgiving`: a cache
+    that cannot be read or written (corrupt, read-only, or held by a long write) only costs
+    the embedding, for callers that someone waits on and that lose nothing by it (a search).
+    """
+    found: dict[str, np.ndarray] = {}
+    if cache is not None:
+        try:
+            found = cache.get_many(chunk.content_hash for chunk in chunks)
+        except StoreUnavailable:
+            if not forgiving:
+                raise
+    uncached = [chunk for chunk in chunks if chunk.content_hash not in found]
+    wanted = list({chunk.content_hash: chunk for chunk in uncached}.values())
+    if wanted:
+        vectors = embed([embedding_text(chunk) for chunk in wanted])
+        fresh = dict(zip((chunk.content_hash for chunk in wanted), vectors, strict=True))
+        if cache is not None:
+            try:
+                cache.put_many(fresh)
+            except StoreUnavailable:
+                if not forgiving:
+                    raise
+        found.update(fresh)
+    return found, len(uncached)
