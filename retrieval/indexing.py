@@ -45,7 +45,11 @@ from codeqa.retrieval.embedders.registry import (
     Embedder,
     load_embedder,
 )
-from codeqa.retrieval.embedders.vector_cache import VectorCache, vectors_through_cache
+from codeqa.retrieval.embedders.vector_cache import (
+    VectorCache,
+    cache_problem,
+    vectors_through_cache,
+)
 from codeqa.retrieval.errors import (
     Cancelled,
     CodeqaError,
@@ -705,6 +709,13 @@ def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
     if health.duplicate_ids:
         problems.append(
             f"{health.duplicate_ids} duplicate chunk ids; fix: codeqa index --rebuild {root}"
+        )
+    cache = vector_cache_path(settings, directory)
+    unusable = cache_problem(cache)
+    if unusable is not None:
+        problems.append(
+            f"the vector cache {cache} cannot be read ({unusable}); it only saves embedding "
+            f"again, so deleting it loses nothing; fix: rm -f {cache}*, then {fix}"
         )
     if health.vectors_missing:
         problems.append(f"{health.vectors_missing} chunks have no vector yet; fix: {fix}")

@@ -14,7 +14,7 @@ from codeqa.retrieval.config import IndexSettings, vector_cache_path
 from codeqa.retrieval.embedders.vector_cache import VectorCache
 from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.index import open_index
-from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.indexing import build_index, check_index
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
 from codeqa.retrieval.stores.lancedb import LanceStore
 from codeqa.retrieval.stores.protocol import QueryTimeVectors
@@ -228,6 +228,12 @@ def test_a_corrupt_vector_cache_costs_a_search_only_the_embedding(
     with pytest.raises(StoreUnavailable, match="cannot read the vector cache") as failure:
         build_index(small_repo, settings)
     assert "\n" not in str(failure.value) and "deleting it loses nothing" in str(failure.value)
+    # `codeqa index --check` names it, and deleting it is the whole fix.
+    (problem,) = [p for p in check_index(small_repo, settings).problems if "vector cache" in p]
+    assert f"fix: rm -f {cache}*" in problem
+    cache.unlink()
+    build_index(small_repo, settings)
+    assert check_index(small_repo, settings).healthy
 
 
 def test_a_search_does_not_wait_for_a_long_write_to_the_vector_cache(

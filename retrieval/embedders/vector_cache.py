@@ -124,6 +124,25 @@ class _Transaction:
             self._db.execute("ROLLBACK")
 
 
+def cache_problem(path: Path) -> str | None:
+    """Why the vector cache at `path` cannot be used, or None when it can (or is not made yet).
+
+    Read-only: `codeqa index --check` changes nothing. Reads the whole file (SQLite's
+    quick check), which only an explicit check pays for.
+    """
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            verdict = [row[0] for row in db.execute("PRAGMA quick_check")]
+        finally:
+            db.close()
+    except sqlite3.Error as error:
+        return write_failure_reason(error)
+    return None if verdict == ["ok"] else str(verdict[0])[:200]
+
+
 def vectors_through_cache(
     cache: VectorCache | None,
     chunks: Sequence[Chunk],
