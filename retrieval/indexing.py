@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import shlex
 import shutil
 import threading
 import time
@@ -671,11 +672,16 @@ class IndexHealth:
         return "usable" if self.notes else "healthy"
 
 
-def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
-    """Read the index of `repo` and say what is wrong with it, without changing it."""
+def check_index(repo: Path, settings: IndexSettings, fix: str | None = None) -> IndexHealth:
+    """Read the index of `repo` and say what is wrong with it, without changing it.
+
+    `fix`: the `codeqa index` command line that works on this index (the CLI's, with the
+    flags that chose it); each problem names it, or it with `--rebuild`.
+    """
     root = resolve_repo(repo)
     directory = index_dir_for(root, settings)
-    fix = f"codeqa index {root}"
+    fix = fix or shlex.join(["codeqa", "index", str(root)])
+    rebuild = f"{fix} --rebuild"
     try:
         manifest = Manifest.load(directory)
         if manifest is None:
@@ -703,19 +709,17 @@ def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
     empty = listed - health.paths
     if empty and health.chunks == 0:
         problems.append(
-            f"the manifest lists {len(empty)} files but the store is empty; fix: "
-            f"codeqa index --rebuild {root}"
+            f"the manifest lists {len(empty)} files but the store is empty; fix: {rebuild}"
         )
     if health.duplicate_ids:
-        problems.append(
-            f"{health.duplicate_ids} duplicate chunk ids; fix: codeqa index --rebuild {root}"
-        )
+        problems.append(f"{health.duplicate_ids} duplicate chunk ids; fix: {rebuild}")
     cache = vector_cache_path(settings, directory)
     unusable = cache_problem(cache)
     if unusable is not None:
+        remove = f"rm -f {shlex.quote(str(cache))}*"  # with SQLite's -wal and -shm files
         problems.append(
             f"the vector cache {cache} cannot be read ({unusable}); it only saves embedding "
-            f"again, so deleting it loses nothing; fix: rm -f {cache}*, then {fix}"
+            f"again, so deleting it loses nothing; fix: {remove}, then {fix}"
         )
     if health.vectors_missing:
         problems.append(f"{health.vectors_missing} chunks have no vector yet; fix: {fix}")
@@ -731,7 +735,7 @@ def check_index(repo: Path, settings: IndexSettings) -> IndexHealth:
         notes.append(
             f"{health.unindexed_rows} rows are outside the full-text index: keyword search "
             "finds them by a slower scan until a later indexing run folds them in "
-            f"(`codeqa index --rebuild {root}` does it now)"
+            f"(`{rebuild}` does it now)"
         )
     return IndexHealth(
         index_dir=directory,

@@ -165,7 +165,8 @@ def test_check_reports_pending_vectors_and_the_command_that_fixes_them(
     build_index(small_repo, settings_for(directory), embed=False)
     assert main(["index", "--check", str(small_repo), "--index-dir", str(directory)]) == 1
     out = capsys.readouterr().out
-    assert "have no vector yet; fix: codeqa index" in out
+    # The fix works on this index, not on one in the default place.
+    assert f"have no vector yet; fix: codeqa index {small_repo} --index-dir {directory}\n" in out
     assert out.splitlines()[-1] == "unhealthy"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -25,10 +24,11 @@ from codeqa.tui.cli.common import (
     add_index_arguments,
     add_path_argument,
     fresh_index,
+    index_command,
     repository_from_args,
     settings_from_args,
 )
-from codeqa.tui.settings import TRUST_FLAG, Settings
+from codeqa.tui.settings import Settings
 from codeqa.tui.warm.client import print_reply, warm_reply
 from codeqa.tui.warm.protocol import AskRequest
 
@@ -283,7 +283,7 @@ def _finish_vectors(
 
     if not coverage.missing:
         return 0
-    finish = _index_command(root, args)
+    finish = index_command(root, args)
     if not foreground:
         print(f"codeqa: `{finish}` finishes the vectors", file=sys.stderr)
         return 0
@@ -301,22 +301,6 @@ def _finish_vectors(
     finally:
         printer.close()
     return 0
-
-
-def _index_command(root: Path, args: argparse.Namespace) -> str:
-    """The `codeqa index` command line that works on the same index as this run."""
-    words = ["codeqa", "index", str(root)]
-    for flag, value in (
-        ("--index-dir", args.index_dir),
-        ("--store", args.store),
-        ("--weaviate-url", args.weaviate_url),
-        ("--embed-model", args.embed_model),
-    ):
-        if value is not None:
-            words += [flag, str(value)]
-    if args.trust_repo_config:
-        words.append(TRUST_FLAG)
-    return shlex.join(words)
 
 
 def answer_to_json(answer) -> dict[str, object]:

@@ -11,6 +11,7 @@ from codeqa.retrieval.errors import NothingToIndex
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
+    index_command,
     repository_from_args,
     settings_from_args,
 )
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     repo = repository_from_args(args.path, "checking" if args.check else "indexing").root
     settings = settings_from_args(args, repo)
     if args.check:
-        return check(repo, settings.index)
+        return check(repo, settings.index, index_command(repo, args))
     progress = ProgressPrinter()
     try:
         report = build_index(
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
         print(
             "codeqa: interrupted; everything indexed so far is kept and searchable, "
-            "run `codeqa index` again to finish",
+            f"run `{index_command(repo, args)}` again to finish",
             file=sys.stderr,
         )
         return 130
@@ -75,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check(path: Path, settings: IndexSettings) -> int:
+def check(path: Path, settings: IndexSettings, fix: str) -> int:
     from codeqa.retrieval.indexing import check_index
 
-    health = check_index(path, settings)
+    health = check_index(path, settings, fix)
     print(f"index: {health.index_dir}")
     if health.chunks or health.files_in_manifest:
         unindexed = "n/a" if health.unindexed_rows is None else str(health.unindexed_rows)
