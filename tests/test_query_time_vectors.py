@@ -163,25 +163,9 @@ def test_the_next_process_and_the_fill_reuse_the_vectors_a_search_embedded(
     small_repo: Path, tmp_path: Path
 ) -> None:
     # `codeqa ask` then `codeqa search` before the fill: each process opens the index anew.
-    settings = IndexSettings(index_dir=tmp_path / "index")
-    build_index(small_repo, settings, embed=False)
-    question = "how is a float that is not a number written out"
-
-    def search_in_a_new_process() -> tuple[list[str], list[int]]:
-        with open_index(small_repo, settings) as index:
-            embedded: list[int] = []
-            embed = index.embedder.embed
-
-            def counting(texts: list[str], **how: bool) -> np.ndarray:
-                embedded.append(len(texts))
-                return embed(texts, **how)
-
-            index.embedder.embed = counting  # type: ignore[method-assign]
-            hits = index.search(question, SearchMode.HYBRID, 10)
-        return [hit.chunk.location for hit in hits], embedded
-
-    first, embedded_first = search_in_a_new_process()
-    second, embedded_second = search_in_a_new_process()
+    settings = _keyword_only_index(small_repo, tmp_path / "index")
+    first, embedded_first = _search_counting_embeddings(small_repo, settings)
+    second, embedded_second = _search_counting_embeddings(small_repo, settings)
     assert embedded_first[0] == 1 and embedded_first[1] > 10  # the question, its candidates
     assert embedded_second == [1]  # the question alone: its candidates' vectors were kept
     assert second == first
@@ -191,8 +175,16 @@ def test_the_next_process_and_the_fill_reuse_the_vectors_a_search_embedded(
     assert report.vectors_embedded == report.chunks_total - embedded_first[1]
 
 
+def _keyword_only_index(repo: Path, folder: Path) -> IndexSettings:
+    """An index of `repo` in `folder` with no vector filled, as a first answer finds it."""
+    settings = IndexSettings(index_dir=folder)
+    build_index(repo, settings, embed=False)
+    return settings
+
+
 def _search_counting_embeddings(repo: Path, settings: IndexSettings) -> tuple[list[str], list[int]]:
-    """A hybrid search in a newly opened index: its hits, and the sizes of its embed calls."""
+    """A hybrid search in a newly opened index (as a new process makes): its hits, and the
+    sizes of its embed calls."""
     with open_index(repo, settings) as index:
         embedded: list[int] = []
         embed = index.embedder.embed
@@ -209,12 +201,10 @@ def _search_counting_embeddings(repo: Path, settings: IndexSettings) -> tuple[li
 def test_a_corrupt_vector_cache_costs_a_search_only_the_embedding(
     small_repo: Path, tmp_path: Path
 ) -> None:
-    healthy = IndexSettings(index_dir=tmp_path / "healthy")
-    build_index(small_repo, healthy, embed=False)
+    healthy = _keyword_only_index(small_repo, tmp_path / "healthy")
     expected, _ = _search_counting_embeddings(small_repo, healthy)
 
-    settings = IndexSettings(index_dir=tmp_path / "index")
-    build_index(small_repo, settings, embed=False)
+    settings = _keyword_only_index(small_repo, tmp_path / "index")
     cache = vector_cache_path(settings, settings.index_dir)
     with cache.open("r+b") as file:  # the vectors table's page, overwritten: a torn disk
         file.seek(4096)
@@ -231,7 +221,8 @@ def test_a_corrupt_vector_cache_costs_a_search_only_the_embedding(
     # `codeqa index --check` names it, and deleting it is the whole fix.
     (problem,) = [p for p in check_index(small_repo, settings).problems if "vector cache" in p]
     assert f"fix: rm -f {cache}*" in problem
-    cache.unlink()
+    for path in cache.parent.glob(f"{cache.name}*"):  # with SQLite's -wal and -shm
+        path.unlink()
     build_index(small_repo, settings)
     assert check_index(small_repo, settings).healthy
 
@@ -239,12 +230,10 @@ def test_a_corrupt_vector_cache_costs_a_search_only_the_embedding(
 def test_a_search_does_not_wait_for_a_long_write_to_the_vector_cache(
     small_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    untouched = IndexSettings(index_dir=tmp_path / "untouched")
-    build_index(small_repo, untouched, embed=False)
+    untouched = _keyword_only_index(small_repo, tmp_path / "untouched")
     expected, _ = _search_counting_embeddings(small_repo, untouched)
 
-    settings = IndexSettings(index_dir=tmp_path / "index")
-    build_index(small_repo, settings, embed=False)
+    settings = _keyword_only_index(small_repo, tmp_path / "index")
 
     # The time the search spends trying to cache its vectors: sqlite sleeps while it waits
     # for the lock, so this is the wait itself, whatever the machine's load.
