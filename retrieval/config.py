@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,7 @@ REINDEX_AFTER_VECTORS = 1000
 INDEX_FORMAT_VERSION = 1
 
 STORE_BACKENDS = ("lancedb", "weaviate")
+DEFAULT_STORE = "lancedb"
 
 # The environment variables of the Weaviate settings: tui/settings.py reads them into
 # IndexSettings, and messages name them. The API key is a secret: only the environment has it.
@@ -48,7 +50,7 @@ class IndexSettings:
 
     index_dir: Path | None = None  # None: a folder per repo under cache_root/indexes
     embed_model: str | None = None  # None: the offline default (or what the index was built with)
-    store: str = "lancedb"
+    store: str = DEFAULT_STORE
     max_file_bytes: int = 1_000_000
     include_generated: bool = False  # index build output and generated files too
     weaviate_url: str | None = None
@@ -78,6 +80,23 @@ class IndexSettings:
 
 
 RANKERS = ("tuned", "learned")
+
+
+def index_command(root: Path, settings: IndexSettings, *extra: str) -> str:
+    """The `codeqa index` command line for the index these settings choose, with `extra`
+    words such as `--rebuild`: the fix a message names works on this index (its folder,
+    store and model), not on one in the default place."""
+    words = ["codeqa", "index", str(root), *extra]
+    if settings.index_dir is not None:
+        words += ["--index-dir", str(settings.index_dir)]
+    if settings.store != DEFAULT_STORE:
+        words += ["--store", settings.store]
+    if settings.weaviate_url is not None:
+        words += ["--weaviate-url", settings.weaviate_url]
+    if settings.embed_model is not None:
+        words += ["--embed-model", settings.embed_model]
+    return shlex.join(words)
+
 
 VECTOR_CACHE_NAME = "vectors.sqlite"
 

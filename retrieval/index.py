@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from codeqa.retrieval.config import (
     IndexSettings,
+    index_command,
     index_dir_for,
     model_cache_dir,
     vector_cache_path,
@@ -339,7 +340,7 @@ class Index:
             if manifest.graph_version != GRAPH_VERSION or not path.is_file():
                 raise IndexNotFound(
                     f"the index of {self.repo_root} has no code graph yet; "
-                    f"build it with: codeqa index {self.repo_root}"
+                    f"build it with: {index_command(self.repo_root, self._settings)}"
                 )
             self._graph = Graph(GraphStore(path))
         return self._graph
@@ -464,7 +465,9 @@ def open_index(
     directory = index_dir_for(root, settings)
     manifest = Manifest.load(directory)
     if manifest is None:
-        raise IndexNotFound(f"{root} has no index yet; build it with: codeqa index {root}")
+        raise IndexNotFound(
+            f"{root} has no index yet; build it with: {index_command(root, settings)}"
+        )
     if settings.embed_model:
         requested = load_embedder(settings.embed_model).name
         if requested != manifest.embedder_name:

@@ -35,6 +35,7 @@ from codeqa.retrieval.config import (
     REINDEX_AFTER_VECTORS,
     STORE_FOLDER,
     IndexSettings,
+    index_command,
     index_dir_for,
     model_cache_dir,
     vector_cache_path,
@@ -672,16 +673,16 @@ class IndexHealth:
         return "usable" if self.notes else "healthy"
 
 
-def check_index(repo: Path, settings: IndexSettings, fix: str | None = None) -> IndexHealth:
+def check_index(repo: Path, settings: IndexSettings, flags: Sequence[str] = ()) -> IndexHealth:
     """Read the index of `repo` and say what is wrong with it, without changing it.
 
-    `fix`: the `codeqa index` command line that works on this index (the CLI's, with the
-    flags that chose it); each problem names it, or it with `--rebuild`.
+    `flags`: words every fix command ends with (the CLI's, for settings it cannot tell from
+    `settings`, such as trusting the repository's codeqa.toml).
     """
     root = resolve_repo(repo)
     directory = index_dir_for(root, settings)
-    fix = fix or shlex.join(["codeqa", "index", str(root)])
-    rebuild = f"{fix} --rebuild"
+    fix = index_command(root, settings, *flags)
+    rebuild = index_command(root, settings, "--rebuild", *flags)
     try:
         manifest = Manifest.load(directory)
         if manifest is None:

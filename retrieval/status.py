@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codeqa.retrieval.config import IndexSettings, index_dir_for
+from codeqa.retrieval.config import IndexSettings, index_command, index_dir_for
 from codeqa.retrieval.discovery.walk import DiscoverOptions, scan_for_changes
 from codeqa.retrieval.errors import IndexNotFound
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
@@ -52,7 +52,9 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
     directory = index_dir_for(root, settings)
     manifest = Manifest.load(directory)
     if manifest is None:
-        raise IndexNotFound(f"{root} has no index yet; build it with: codeqa index {root}")
+        raise IndexNotFound(
+            f"{root} has no index yet; build it with: {index_command(root, settings)}"
+        )
     written = (directory / MANIFEST_NAME).stat().st_mtime
     chunks, missing = _counts(root, settings, manifest, index)
     changed = _files_changed_since(root, manifest, discover_options(settings))

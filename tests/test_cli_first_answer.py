@@ -89,10 +89,17 @@ def test_search_rereads_a_file_edited_since_indexing(small_repo, index_dir, caps
 def test_search_without_an_index_says_how_to_build_one_and_builds_nothing(
     small_repo, index_dir, capsys
 ):
-    code = main(["search", "anything", "--repo", str(small_repo), "--index-dir", str(index_dir)])
-    assert code == 1
-    assert "has no index yet; build it with: codeqa index" in capsys.readouterr().err
+    search = ["search", "anything", "--repo", str(small_repo), "--index-dir", str(index_dir)]
+    assert main(search) == 1
+    error = capsys.readouterr().err
+    assert "has no index yet; build it with: codeqa index" in error
     assert not (index_dir / "manifest.json").exists()
+
+    # The command it names builds this index, not one in the default place: then it answers.
+    build = error.split("build it with: ")[1].strip()
+    assert build == f"codeqa index {small_repo.resolve()} --index-dir {index_dir}"
+    assert main(build.split()[1:]) == 0
+    assert main(search) == 0
 
 
 def test_ask_while_another_codeqa_updates_the_index_answers_from_it_as_it_is(

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from codeqa.retrieval.config import index_command
 from codeqa.retrieval.errors import EmptyQuestion
 from codeqa.retrieval.records import ProgressCallback, ProgressEvent, SearchMode
 from codeqa.tui.cli.common import (
@@ -24,9 +25,9 @@ from codeqa.tui.cli.common import (
     add_index_arguments,
     add_path_argument,
     fresh_index,
-    index_command,
     repository_from_args,
     settings_from_args,
+    trust_flags,
 )
 from codeqa.tui.settings import Settings
 from codeqa.tui.warm.client import print_reply, warm_reply
@@ -283,7 +284,7 @@ def _finish_vectors(
 
     if not coverage.missing:
         return 0
-    finish = index_command(root, args)
+    finish = index_command(root, settings, *trust_flags(args))
     if not foreground:
         print(f"codeqa: `{finish}` finishes the vectors", file=sys.stderr)
         return 0

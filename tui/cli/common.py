@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -156,18 +155,7 @@ def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bo
     return bool(line)
 
 
-def index_command(root: Path, args: argparse.Namespace, *extra: str) -> str:
-    """The `codeqa index` command line that works on the same index as this run (the flags
-    that chose it: folder, store, model, trust), with `extra` words such as `--rebuild`."""
-    words = ["codeqa", "index", str(root), *extra]
-    for flag, value in (
-        ("--index-dir", args.index_dir),
-        ("--store", args.store),
-        ("--weaviate-url", args.weaviate_url),
-        ("--embed-model", args.embed_model),
-    ):
-        if value is not None:
-            words += [flag, str(value)]
-    if args.trust_repo_config:
-        words.append(TRUST_FLAG)
-    return shlex.join(words)
+def trust_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The flags a command line codeqa prints must repeat to open the index this run opened:
+    settings that a repository's codeqa.toml chose only count when it is trusted again."""
+    return (TRUST_FLAG,) if getattr(args, "trust_repo_config", False) else ()

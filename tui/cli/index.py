@@ -6,14 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import IndexSettings, index_command
 from codeqa.retrieval.errors import NothingToIndex
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
-    index_command,
     repository_from_args,
     settings_from_args,
+    trust_flags,
 )
 
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     repo = repository_from_args(args.path, "checking" if args.check else "indexing").root
     settings = settings_from_args(args, repo)
     if args.check:
-        return check(repo, settings.index, index_command(repo, args))
+        return check(repo, settings.index, trust_flags(args))
     progress = ProgressPrinter()
     try:
         report = build_index(
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
         print(
             "codeqa: interrupted; everything indexed so far is kept and searchable, "
-            f"run `{index_command(repo, args)}` again to finish",
+            f"run `{index_command(repo, settings.index, *trust_flags(args))}` again to finish",
             file=sys.stderr,
         )
         return 130
@@ -76,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check(path: Path, settings: IndexSettings, fix: str) -> int:
+def check(path: Path, settings: IndexSettings, flags: tuple[str, ...]) -> int:
     from codeqa.retrieval.indexing import check_index
 
-    health = check_index(path, settings, fix)
+    health = check_index(path, settings, flags)
     print(f"index: {health.index_dir}")
     if health.chunks or health.files_in_manifest:
         unindexed = "n/a" if health.unindexed_rows is None else str(health.unindexed_rows)
