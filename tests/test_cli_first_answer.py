@@ -46,6 +46,9 @@ def test_piped_ask_leaves_vectors_pending_and_codeqa_index_fills_them(
         assert index.vectors_missing == index.chunk_count > 0
         hits = index.search("py_make_scanner", SearchMode.BM25, 3)
         assert hits[0].chunk.path == "json/scanner.py"
+    search = ["search", "scanner", "--repo", str(small_repo), "--index-dir", str(index_dir)]
+    assert main(search) == 0  # a search meanwhile names the same command
+    assert f"`{finish}` finishes embedding" in capsys.readouterr().err
 
     assert main(finish.split()[1:]) == 0
     with open_index(small_repo, settings) as index:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from codeqa.retrieval.config import index_command
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import RepositoryHit, SearchHit, SearchMode
 from codeqa.tui.cli.common import (
@@ -154,7 +155,8 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
         if missing:
             print(
                 f"codeqa: note: {missing} of {index.chunk_count} chunks have no vector yet "
-                "(keyword search covers them); run `codeqa index` to finish embedding",
+                f"(keyword search covers them); `{index_command(index.repo_root, live.settings)}`"
+                " finishes embedding",
                 file=err,
             )
         if request.query_ids:
