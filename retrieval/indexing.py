@@ -48,6 +48,7 @@ from codeqa.retrieval.embedders.registry import (
     load_embedder,
 )
 from codeqa.retrieval.embedders.vector_cache import (
+    DISPOSABLE,
     VectorCache,
     cache_problem,
     vectors_through_cache,
@@ -719,8 +720,8 @@ def check_index(repo: Path, settings: IndexSettings, flags: Sequence[str] = ()) 
     if unusable is not None:
         remove = f"rm -f {shlex.quote(str(cache))}*"  # with SQLite's -wal and -shm files
         problems.append(
-            f"the vector cache {cache} cannot be read ({unusable}); it only saves embedding "
-            f"again, so deleting it loses nothing; fix: {remove}, then {fix}"
+            f"the vector cache {cache} cannot be read ({unusable}); {DISPOSABLE}; "
+            f"fix: {remove}, then {fix}"
         )
     if health.vectors_missing:
         problems.append(f"{health.vectors_missing} chunks have no vector yet; fix: {fix}")

@@ -11,6 +11,9 @@ from codeqa.retrieval.embedders.registry import embedding_text
 from codeqa.retrieval.errors import StoreUnavailable, cannot_write, write_failure_reason
 from codeqa.retrieval.records import Chunk
 
+# What every message about an unusable cache tells the user it may do with the file.
+DISPOSABLE = "it only saves embedding again, so deleting it loses nothing"
+
 # SQLite caps the number of "?" in one statement (999 on old builds).
 _HASHES_PER_QUERY = 900
 
@@ -63,8 +66,8 @@ class VectorCache:
                     found[content_hash] = np.frombuffer(blob, dtype=np.float32).copy()
         except sqlite3.Error as error:
             raise StoreUnavailable(
-                f"cannot read the vector cache {self.path}: {write_failure_reason(error)};"
-                " it only saves embedding again, so deleting it loses nothing"
+                f"cannot read the vector cache {self.path}: {write_failure_reason(error)}; "
+                + DISPOSABLE
             ) from None
         return found
 
