@@ -88,7 +88,9 @@ def index_command(root: Path, settings: IndexSettings, *extra: str) -> str:
     store and model), not on one in the default place."""
     words = ["codeqa", "index", str(root), *extra]
     if settings.index_dir is not None:
-        words += ["--index-dir", str(settings.index_dir)]
+        # As index_dir_for resolves it: a folder given relative to where the failing command
+        # ran still names that folder when the fix is run from somewhere else.
+        words += ["--index-dir", str(settings.index_dir.expanduser().resolve())]
     if settings.store != DEFAULT_STORE:
         words += ["--store", settings.store]
     if settings.weaviate_url is not None:

@@ -105,6 +105,21 @@ def test_search_without_an_index_says_how_to_build_one_and_builds_nothing(
     assert main(search) == 0
 
 
+def test_the_fix_for_a_relative_index_folder_works_from_any_folder(
+    small_repo, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    search = ["search", "anything", "--repo", str(small_repo), "--index-dir", "my-index"]
+    assert main(search) == 1
+    build = capsys.readouterr().err.split("build it with: ")[1].strip()
+    assert build.endswith(f" --index-dir {(tmp_path / 'my-index').resolve()}")
+
+    monkeypatch.chdir(small_repo)  # the fix, run from the repository
+    assert main(build.split()[1:]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(search) == 0
+
+
 def test_ask_while_another_codeqa_updates_the_index_answers_from_it_as_it_is(
     small_repo, index_dir, capsys
 ):
