@@ -57,6 +57,18 @@ def test_piped_ask_leaves_vectors_pending_and_codeqa_index_fills_them(
     assert main(["index", str(small_repo), "--index-dir", str(index_dir), "--check"]) == 0
 
 
+def test_a_search_on_a_trusted_repository_config_names_a_fix_that_trusts_it(
+    small_repo, index_dir, capsys
+):
+    assert _ask(small_repo, index_dir, "--trust-repo-config") == 0  # piped: vectors pending
+    capsys.readouterr()
+    search = ["search", "scanner", "--repo", str(small_repo), "--index-dir", str(index_dir)]
+    assert main([*search, "--trust-repo-config"]) == 0
+    # Without the flag the fix would open the index with other settings than this search's.
+    finish = f"codeqa index {small_repo.resolve()} --trust-repo-config --index-dir {index_dir}"
+    assert f"`{finish}` finishes embedding" in capsys.readouterr().err
+
+
 def test_ask_on_a_terminal_fills_the_vectors_after_the_answer(
     small_repo, index_dir, capsys, monkeypatch
 ):

@@ -22,6 +22,7 @@ from codeqa.tui.cli.common import (
     fresh_index,
     repository_from_args,
     settings_from_args,
+    trust_flags,
 )
 from codeqa.tui.warm.client import print_reply, warm_reply
 from codeqa.tui.warm.protocol import SearchRequest
@@ -133,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         folder=repo.subpath,
         query_ids=tuple(query_id for query_id, _question in queries),
         queries=tuple(question for _query_id, question in queries),
+        trust_flags=trust_flags(args),
     )
     reply = warm_reply(repo.root, settings.index, settings.warm, request)
     if reply is not None:
@@ -153,10 +155,10 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
     missing = live.vectors_missing() if mode is not SearchMode.BM25 else 0
     with live.borrow() as index:
         if missing:
+            finish = index_command(index.repo_root, live.settings, *request.trust_flags)
             print(
                 f"codeqa: note: {missing} of {index.chunk_count} chunks have no vector yet "
-                f"(keyword search covers them); `{index_command(index.repo_root, live.settings)}`"
-                " finishes embedding",
+                f"(keyword search covers them); `{finish}` finishes embedding",
                 file=err,
             )
         if request.query_ids:

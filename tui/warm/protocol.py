@@ -69,6 +69,7 @@ class SearchRequest:
         "folder": str,
         "query_ids": tuple,
         "queries": tuple,
+        "trust_flags": tuple,
     }
 
     query: str
@@ -79,6 +80,7 @@ class SearchRequest:
     folder: str  # the subfolder of the repository searched from ("" for its root)
     query_ids: tuple[str, ...] = ()  # --queries-file: one id per query in `queries`
     queries: tuple[str, ...] = ()
+    trust_flags: tuple[str, ...] = ()  # what a printed fix repeats (cli/common.trust_flags)
 
 
 @dataclass(frozen=True, slots=True)
