@@ -87,10 +87,8 @@ def index_command(root: Path, settings: IndexSettings, *extra: str) -> str:
     words such as `--rebuild`: the fix a message names works on this index (its folder,
     store and model), not on one in the default place."""
     words = ["codeqa", "index", str(root), *extra]
-    if settings.index_dir is not None:
-        # As index_dir_for resolves it: a folder given relative to where the failing command
-        # ran still names that folder when the fix is run from somewhere else.
-        words += ["--index-dir", str(settings.index_dir.expanduser().resolve())]
+    if settings.index_dir is not None:  # resolved: the fix works run from any folder
+        words += ["--index-dir", str(index_dir_for(root, settings))]
     if settings.store != DEFAULT_STORE:
         words += ["--store", settings.store]
     if settings.weaviate_url is not None:
