@@ -31,6 +31,7 @@ from codeqa.retrieval.stores.weaviate_server import (
     SERVER_VERSION,
     build_server_binary,
     embedded_binary_file,
+    free_loopback_ports,
     parse_server_url,
     repository_label,
     resolve_target,
@@ -214,6 +215,44 @@ def test_without_go_the_server_build_says_what_to_install(tmp_path: Path, monkey
 
 
 @pytest.mark.slow
+def test_the_embedded_servers_ports_are_free_distinct_and_never_ones_the_kernel_hands_out(
+    tmp_path: Path, monkeypatch
+):
+    # The server binds them a moment after they are picked; meanwhile weaviate-client asks
+    # the kernel for "any port" five times, and outgoing connections take ports too. Those
+    # come from the kernel's ephemeral range, so the server's own ports must not.
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    monkeypatch.setattr(weaviate_server, "EPHEMERAL_RANGE_FILE", ranges)
+    for _ in range(20):
+        ports = free_loopback_ports(2)
+        assert len(set(ports)) == 2
+        assert all(weaviate_server.FIXED_PORTS_FROM <= port < 32768 for port in ports)
+        for port in ports:
+            with socket.socket() as sock:
+                sock.bind(("", port))  # free: the server can bind it
+
+    with socket.socket() as taken:  # a port in use is passed over
+        taken.bind(("", 0))
+        busy = taken.getsockname()[1]
+        monkeypatch.setattr(weaviate_server, "FIXED_PORTS_FROM", busy)
+        ranges.write_text(f"{busy + 2} 60999\n")
+        if _bindable(busy + 1):
+            assert free_loopback_ports(1) == [busy + 1]
+        # No room left below the range: any free port rather than none.
+        ports = free_loopback_ports(3)
+        assert len(set(ports)) == 3 and busy not in ports
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
 def test_embedded_weaviate_keeps_its_data_in_the_index_folder_across_restarts(tmp_path: Path):
     settings = IndexSettings(store="weaviate", weaviate_binary_dir=weaviate_binary().parent)
     index = tmp_path / "index"

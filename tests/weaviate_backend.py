@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import socket
 import tempfile
 import time
 import urllib.error
@@ -33,6 +32,7 @@ from codeqa.retrieval.stores.weaviate_server import (
     binary_dir,
     build_server_binary,
     embedded_binary_file,
+    free_loopback_ports,
 )
 from codeqa.tui.settings import load_settings
 
@@ -106,7 +106,7 @@ def _start_session_server(binary: Path) -> IndexSettings:
     from weaviate.embedded import EmbeddedOptions, EmbeddedV4
 
     data = Path(tempfile.mkdtemp(prefix="codeqa-weaviate-"))
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_loopback_ports(2)
     server = EmbeddedV4(
         EmbeddedOptions(
             binary_path=str(binary.parent),
@@ -153,9 +153,3 @@ def wait_for(
         if time.monotonic() > deadline:
             pytest.fail(f"{failure()} (waited {timeout:.0f} s)", pytrace=False)
         time.sleep(interval)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

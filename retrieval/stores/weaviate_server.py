@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import random
 import re
 import shutil
 import socket
@@ -19,7 +20,7 @@ import tempfile
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -74,6 +75,11 @@ _FOLDER_DIGEST = re.compile(r"-[0-9a-f]{12}$")
 TENANT_SEPARATOR = "--"
 
 DEFAULT_GRPC_PORT = 50051
+# The embedded server's HTTP and gRPC ports are picked from FIXED_PORTS_FROM up to the
+# kernel's ephemeral range (free_loopback_ports).
+FIXED_PORTS_FROM = 20_000
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")  # Linux
+DEFAULT_EPHEMERAL_START = 49_152  # IANA's dynamic ports: macOS's and Windows' range
 DEFAULT_HTTP_PORTS = {"http": 8080, "https": 443}  # Weaviate's own port for http
 BINARY_DOWNLOAD_HOST = ("github.com", 443)  # where weaviate-client fetches the binary
 
@@ -347,7 +353,7 @@ def _start_embedded(
     binary = embedded_binary_file(target.binary_dir)
     if not binary.exists() and not _download_host_reachable(timeouts.download_probe):
         raise StoreUnavailable(_offline_message(binary))
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_loopback_ports(2)
     try:
         return weaviate.connect_to_embedded(
             hostname="127.0.0.1",
@@ -396,10 +402,41 @@ def _download_host_reachable(timeout: float) -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_loopback_ports(count: int) -> list[int]:
+    """`count` distinct ports free now, for a server about to bind them.
+
+    They are freed again before the server binds them. Ports the kernel hands out for
+    "any port" come from its ephemeral range: weaviate-client's picks of the server's five
+    cluster ports, and every outgoing connection's. A start once failed with its gRPC port
+    taken in that moment ("bind: address already in use"). So these come from below that
+    range, where only a process asking for that very port can take one.
+    """
+    candidates = list(range(FIXED_PORTS_FROM, _ephemeral_ports_start()))
+    random.Random().shuffle(candidates)
+    ports: list[int] = []
+    with ExitStack() as held:  # held together, so no port is picked twice
+        for port in candidates:
+            if len(ports) == count:
+                break
+            sock = held.enter_context(socket.socket())
+            try:
+                sock.bind(("", port))  # every interface, as the server binds its gRPC port
+            except OSError:
+                continue
+            ports.append(port)
+        while len(ports) < count:  # no room below the ephemeral range: any free port
+            sock = held.enter_context(socket.socket())
+            sock.bind(("", 0))
+            ports.append(int(sock.getsockname()[1]))
+    return ports
+
+
+def _ephemeral_ports_start() -> int:
+    """The first port of the kernel's ephemeral range (Linux's file; its default elsewhere)."""
+    try:
+        return int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return DEFAULT_EPHEMERAL_START
 
 
 @contextmanager
