@@ -385,5 +385,5 @@ def test_serve_stops_when_idle_and_removes_its_socket(indexed, private_runtime):
         env=os.environ.copy(),
     )
     assert done.returncode == 0, done.stderr
-    assert "stopped serving" in done.stderr
+    assert f"stopped serving {repo.resolve()}: no request for 0.05 min" in done.stderr
     assert not _socket(indexed).exists()

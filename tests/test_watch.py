@@ -106,7 +106,8 @@ def test_watch_refreshes_an_edit_and_ctrl_c_exits_130_leaving_a_healthy_unlocked
     finally:
         if process.poll() is None:
             process.kill()
-    assert "stopped watching; the index is consistent" in process.stderr.read()
+    stopped = f"stopped watching {repo.resolve()}; the index is consistent"
+    assert stopped in process.stderr.read()
     with open(index_dir / LOCK_NAME, "a+") as lock:  # nobody holds the index
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     health = check_index(repo, IndexSettings(index_dir=index_dir))

@@ -23,6 +23,7 @@ from codeqa.tui.cli.common import (
     add_index_arguments,
     repository_from_args,
     settings_from_args,
+    trust_flags,
 )
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
     `idle_minutes` (`codeqa serve`): also stop after that long without a CLI request, and
     exit 0, since nobody is using it.
     """
-    from codeqa.retrieval.config import index_dir_for
+    from codeqa.retrieval.config import index_command, index_dir_for
     from codeqa.retrieval.errors import CodeqaError
     from codeqa.retrieval.indexing import discover_options
     from codeqa.retrieval.live import LiveIndex, Refreshed
@@ -141,21 +142,15 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
     if idle_minutes is None:
-        stopped = "codeqa: stopped watching"
+        stopped = f"codeqa: stopped watching {root}"
     elif idle.is_set():
-        stopped = f"codeqa: stopped serving: no request for {idle_minutes:g} min"
+        stopped = f"codeqa: stopped serving {root}: no request for {idle_minutes:g} min"
     else:
-        stopped = "codeqa: stopped serving"
-    print(
-        stopped
-        + "; the index is consistent"
-        + (
-            ""
-            if live.vectors_complete
-            else "; `codeqa index` or `codeqa watch` fills the vectors left"
-        ),
-        file=sys.stderr,
-    )
+        stopped = f"codeqa: stopped serving {root}"
+    stopped += "; the index is consistent"
+    if not live.vectors_complete:
+        stopped += f"; `{index_command(root, settings, *trust_flags(args))}` fills the vectors left"
+    print(stopped, file=sys.stderr)
     return 0 if idle.is_set() else INTERRUPTED
 
 
