@@ -198,6 +198,8 @@ def run_eval(
     if missing:
         raise CorpusNotFound(f"corpus folder not found: {', '.join(missing)}")
     judge = _checked_models(options)
+    if not options.fill_vectors:
+        _build_keyword_only(repos, index_settings, options, observe)
 
     outcomes: list[QuestionResult] = []
     for corpus, corpus_questions in groups.items():
@@ -216,6 +218,25 @@ def run_eval(
                     outcomes.append(outcome)
                     observe.question_done(outcome)
     return outcomes
+
+
+def _build_keyword_only(
+    repos: dict[str, Path],
+    index_settings: IndexSettings,
+    options: EvalOptions,
+    observe: RunObserver,
+) -> None:
+    """Build every corpus's index before any question is asked, as a first answer finds it.
+
+    The corpora share one vector cache, and a build stores the vectors it finds there. A
+    search embeds its keyword candidates into that cache, so an index built after another
+    release's questions would take their vectors and no longer be keyword-only.
+    """
+    from codeqa.retrieval.indexing import build_index
+
+    for corpus, repo in repos.items():
+        settings = corpus_index_settings(index_settings, options, corpus, repo)
+        build_index(repo, settings, observe.index_progress, embed=False)
 
 
 def _checked_models(options: EvalOptions) -> AnswerJudge | None:

@@ -12,6 +12,7 @@ from codeqa.evals.metrics import METRIC_NAMES, RankedResult, score_question, sum
 from codeqa.evals.runner import CorpusLocator, codeqa_source_root
 from codeqa.tui.cli import main
 from codeqa.tui.cli.eval import sample_dataset_path
+from conftest import JSON_FILES, JSON_PACKAGE
 
 
 @pytest.fixture(scope="module")
@@ -314,3 +315,38 @@ def test_windows_chunker_builds_its_own_index_of_fixed_overlapping_windows(
     # Each index refuses the other chunker's settings rather than mixing chunks.
     with pytest.raises(IndexMismatch, match="chunker"):
         open_index(repo, IndexSettings(index_dir=indexes / "codeqa@windows"))
+
+
+def test_scoring_without_vectors_works_on_a_fresh_index_root_with_two_releases(tmp_path, capsys):
+    # Releases of one project share chunks and an --index-root shares one vector cache. A
+    # hybrid search embeds its keyword candidates into that cache, so an index built after
+    # the first release's questions would take those vectors and no longer be keyword-only.
+    corpora = tmp_path / "corpora"
+    questions = []
+    for release in ("1.0", "1.1"):
+        folder = corpora / f"json-{release}"
+        folder.mkdir(parents=True)
+        for name in JSON_FILES:
+            shutil.copy(JSON_PACKAGE / name, folder / name)
+        questions.append(
+            {
+                "id": release,
+                "corpus": f"json-{release}",
+                "question": "How does the scanner turn a JSON string literal into a str?",
+                "gold_files": ["scanner.py"],
+            }
+        )
+    dataset = tmp_path / "set.jsonl"
+    dataset.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    code, stdout, stderr = run_eval(
+        capsys, str(dataset),
+        "--corpora", str(corpora),
+        "--index-root", str(tmp_path / "indexes"),
+        "--embed-model", "wordllama",
+        "--without-vectors",
+        "--json",
+    )  # fmt: skip
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["about"]["vectors"] == "none filled"
+    assert summary["modes"]["hybrid"]["overall"]["questions"] == 2

@@ -96,7 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help=(
             "score indexes whose vectors are not filled yet, as at a first answer: nothing is "
-            "embedded ahead (--index-root must hold indexes built keyword-only)"
+            "embedded ahead (--index-root: a new folder, where every index is built "
+            "keyword-only before the first question, or one such a run left)"
         ),
     )
     parser.add_argument(
@@ -151,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
     if args.query_time_vectors is not None and args.query_time_vectors < 0:
         raise EvalUsageError("--query-time-vectors must be 0 or more")
     if args.without_vectors and args.index_root is None:
-        raise EvalUsageError("--without-vectors needs --index-root (indexes built keyword-only)")
+        raise EvalUsageError(
+            "--without-vectors needs --index-root (a new folder, or one such a run left)"
+        )
     if (args.model or args.api_base) and not args.agent:
         raise EvalUsageError("--model and --api-base only apply with --agent")
     if (args.judge or args.judge_model) and not args.agent:
