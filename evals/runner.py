@@ -310,8 +310,9 @@ def _opened_index(
     try:
         if not options.fill_vectors and index.vectors_missing < index.chunk_count:
             raise CodeqaError(
-                f"the index at {index.directory} holds vectors; scoring without them needs "
-                "an --index-root of indexes built keyword-only (with an empty vector cache)"
+                f"the index at {index.directory} holds vectors (filled, or found in the vector "
+                f"cache {settings.vector_cache} when it was built); scoring without them needs "
+                "a new --index-root"
             )
         if options.query_time_vectors is not None:
             index.ranking = replace(index.ranking, query_time_vectors=options.query_time_vectors)

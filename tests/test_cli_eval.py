@@ -350,3 +350,25 @@ def test_scoring_without_vectors_works_on_a_fresh_index_root_with_two_releases(t
     summary = json.loads(stdout)
     assert summary["about"]["vectors"] == "none filled"
     assert summary["modes"]["hybrid"]["overall"]["questions"] == 2
+
+
+def test_scoring_without_vectors_refuses_an_index_that_holds_them(tmp_path, capsys):
+    corpora = tmp_path / "corpora"
+    (corpora / "json-1.0").mkdir(parents=True)
+    for name in JSON_FILES:
+        shutil.copy(JSON_PACKAGE / name, corpora / "json-1.0" / name)
+    dataset = tmp_path / "set.jsonl"
+    question = {"id": "1", "corpus": "json-1.0", "question": "How are floats parsed?"}
+    dataset.write_text(json.dumps(question) + "\n")
+    common = ["--corpora", str(corpora), "--index-root", str(tmp_path / "indexes")]
+    common += ["--embed-model", "wordllama"]
+    assert run_eval(capsys, str(dataset), *common)[0] == 0  # a run that fills the vectors
+
+    code, stdout, stderr = run_eval(capsys, str(dataset), *common, "--without-vectors")
+    assert code == 1 and stdout == ""
+    index = tmp_path / "indexes" / "json-1.0@three-tier@wordllama"
+    cache = tmp_path / "indexes" / "vectors.sqlite"
+    assert stderr.strip().splitlines()[-1] == (
+        f"codeqa: error: the index at {index} holds vectors (filled, or found in the vector "
+        f"cache {cache} when it was built); scoring without them needs a new --index-root"
+    )
