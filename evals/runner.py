@@ -19,7 +19,7 @@ from codeqa.retrieval.chunking.chunker import THREE_TIER
 from codeqa.retrieval.config import IndexSettings, index_dir_for
 from codeqa.retrieval.embedders.registry import DEFAULT_EMBEDDER
 from codeqa.retrieval.errors import CodeqaError, RepoNotFound
-from codeqa.retrieval.records import SearchHit, SearchMode
+from codeqa.retrieval.records import IndexReport, SearchHit, SearchMode
 
 if TYPE_CHECKING:
     from codeqa.retrieval.records import ProgressEvent
@@ -198,15 +198,27 @@ def run_eval(
     if missing:
         raise CorpusNotFound(f"corpus folder not found: {', '.join(missing)}")
     judge = _checked_models(options)
-    if not options.fill_vectors:
-        _build_keyword_only(repos, index_settings, options, observe)
+    settings_of = {
+        corpus: corpus_index_settings(index_settings, options, corpus, repo)
+        for corpus, repo in repos.items()
+    }
+    # The corpora share one vector cache, and a build stores the vectors it finds there. A
+    # search embeds its keyword candidates into that cache, so a keyword-only index built
+    # after another release's questions would take their vectors: such runs build every
+    # index before the first question.
+    built = (
+        {}
+        if options.fill_vectors
+        else {c: _built(repos[c], settings_of[c], options, observe) for c in groups}
+    )
 
     outcomes: list[QuestionResult] = []
     for corpus, corpus_questions in groups.items():
         repo = repos[corpus]
         observe.corpus_started(corpus, repo)
-        settings = corpus_index_settings(index_settings, options, corpus, repo)
-        with _opened_index(corpus, repo, settings, options, observe) as index:
+        settings = settings_of[corpus]
+        build = built.get(corpus) or _built(repo, settings, options, observe)
+        with _opened_index(corpus, repo, settings, build, options, observe) as index:
             for mode in options.modes:
                 answer = _agent_answerer(index, options, mode) if options.agent else None
                 for question in corpus_questions:
@@ -220,23 +232,22 @@ def run_eval(
     return outcomes
 
 
-def _build_keyword_only(
-    repos: dict[str, Path],
-    index_settings: IndexSettings,
-    options: EvalOptions,
-    observe: RunObserver,
-) -> None:
-    """Build every corpus's index before any question is asked, as a first answer finds it.
-
-    The corpora share one vector cache, and a build stores the vectors it finds there. A
-    search embeds its keyword candidates into that cache, so an index built after another
-    release's questions would take their vectors and no longer be keyword-only.
-    """
+def _built(
+    repo: Path, settings: IndexSettings, options: EvalOptions, observe: RunObserver
+) -> tuple[IndexReport, float]:
+    """Build or update a corpus's index; its report and the seconds it took."""
     from codeqa.retrieval.indexing import build_index
 
-    for corpus, repo in repos.items():
-        settings = corpus_index_settings(index_settings, options, corpus, repo)
-        build_index(repo, settings, observe.index_progress, embed=False)
+    started = time.perf_counter()
+    # build_index only re-reads files that changed, so reusing an index costs a scan.
+    # Keyword-only runs skip embedding; a later hybrid run fills the vectors in.
+    report = build_index(
+        repo,
+        settings,
+        observe.index_progress,
+        embed=options.fill_vectors and any(mode is not SearchMode.BM25 for mode in options.modes),
+    )
+    return report, time.perf_counter() - started
 
 
 def _checked_models(options: EvalOptions) -> AnswerJudge | None:
@@ -291,21 +302,14 @@ def _opened_index(
     corpus: str,
     repo: Path,
     settings: IndexSettings,
+    build: tuple[IndexReport, float],
     options: EvalOptions,
     observe: RunObserver,
 ) -> Iterator[object]:
     from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.indexing import build_index
 
     started = time.perf_counter()
-    # build_index only re-reads files that changed, so reusing an index costs a scan.
-    # Keyword-only runs skip embedding; a later hybrid run fills the vectors in.
-    report = build_index(
-        repo,
-        settings,
-        observe.index_progress,
-        embed=options.fill_vectors and any(mode is not SearchMode.BM25 for mode in options.modes),
-    )
+    report, build_seconds = build
     index = open_index(repo, settings)
     try:
         if not options.fill_vectors and index.vectors_missing < index.chunk_count:
@@ -322,7 +326,7 @@ def _opened_index(
                 repo,
                 report.chunks_total,
                 report.embedder_name,
-                time.perf_counter() - started,
+                build_seconds + time.perf_counter() - started,
             )
         )
         yield index
