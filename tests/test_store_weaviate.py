@@ -44,12 +44,6 @@ WEAVIATE_CLASS_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 WEAVIATE_TENANT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _fake_go(folder: Path, script: str) -> Path:
     """A `go` command for PATH that runs `script` (sh) instead of building anything."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -143,7 +137,7 @@ def test_the_embedded_binary_is_looked_up_where_weaviate_client_keeps_it(tmp_pat
 
 
 def test_a_refused_connection_is_one_clear_line(tmp_path: Path):
-    port = _free_loopback_port()  # nothing listens there once the socket is closed
+    port = free_loopback_ports(1)[0]  # nothing listens there once the socket is closed
     settings = IndexSettings(store="weaviate", weaviate_url=f"http://127.0.0.1:{port}")
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as caught:
@@ -162,7 +156,7 @@ def test_embedded_weaviate_offline_fails_fast_saying_how_to_get_the_binary(
         monkeypatch.delenv(name, raising=False)
     # The download host refuses, as it does offline (nothing listens on a closed port).
     monkeypatch.setattr(
-        weaviate_server, "BINARY_DOWNLOAD_HOST", ("127.0.0.1", _free_loopback_port())
+        weaviate_server, "BINARY_DOWNLOAD_HOST", ("127.0.0.1", free_loopback_ports(1)[0])
     )
     settings = IndexSettings(store="weaviate", weaviate_binary_dir=tmp_path / "no-binary-here")
     started = time.monotonic()
