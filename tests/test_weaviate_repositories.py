@@ -2,7 +2,7 @@
 search across all of them, each hit labelled with its repository.
 
 Every test runs on the real server of weaviate_backend.py, with the team's collection named
-in the environment (`CODEQA_WEAVIATE_COLLECTION`), as the README tells a team to set it.
+in the environment (`CODEQA_WEAVIATE_COLLECTION`), as docs/weaviate.md tells a team to set it.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ Redaction replaces only the value's characters with REDACTED, never a line break
 line number holds.
 
 Own rules rather than a library (measured on the same corpus, same load, with
-evals/secret_corpus.py; see README's security section): detect-secrets 1.5.0 and gitleaks
+evals/secret_corpus.py; see docs/security.md): detect-secrets 1.5.0 and gitleaks
 8.30.1's rules report lines rather than the value's span that redaction needs, and on the
 corpus both catch fewer of the secrets and damage more of the look-alikes.
 """

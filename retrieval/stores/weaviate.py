@@ -121,7 +121,7 @@ class WeaviateTuning:
 
     # Fused results asked of a hybrid query (or `limit` if larger). Weaviate runs each leg
     # max(this, QUERY_HYBRID_MAXIMUM_RESULTS) deep; embedded Weaviate sets the latter to
-    # HYBRID_DEPTH too (weaviate_server.py), a server should (README), so both stores fuse
+    # HYBRID_DEPTH too (weaviate_server.py), a server should (docs/weaviate.md), so both stores fuse
     # the same two lists.
     hybrid_depth: int = HYBRID_DEPTH
     # Nearly 0.5, which weighs BM25 and vector ranks equally (with rankedFusion, plain RRF).
@@ -816,7 +816,7 @@ def _check_owned(
 
 def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
     """Refuse an index of another layout; the tenant it names, for an index folder copied
-    from another machine (a reader sharing a writer's index: README, "A team")."""
+    from another machine (a reader sharing a writer's index: docs/weaviate.md, "a team")."""
     try:
         marker = json.loads((target.data_dir / MARKER_NAME).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
