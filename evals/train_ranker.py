@@ -1,28 +1,27 @@
-"""Train the learned ranker (retrieval/search/learned.py) on a localization training set.
+"""An experiment: does a learned ranker beat the hand-tuned one (retrieval/search/rerank.py)?
 
     python -m codeqa.evals.train_ranker TRAIN.jsonl --corpora DIR --index-root DIR \\
-        --candidates FILE.jsonl... [--mode bm25] [--cross-validate] [--out MODEL.json]
+        --candidates FILE.jsonl... [--mode bm25] [--cross-validate]
+
+It did not: trained on this set, it lost on every dev set, and left the product
+(docs/benchmarks.md, "Experiments that were not shipped"). The features are ranker_features.py's.
 
 1. Every question's candidates (hybrid; BM25 with `--mode bm25`) are searched on its
    corpus's index (built first if needed, with vectors unless BM25) and written, as
    feature rows with their relevance, to a `--candidates` file that does not exist yet
    (the files that exist are read back: searching is the slow part). Relevance: 2 for a
    chunk overlapping a gold line range, 1 for another chunk of a gold file, else 0.
-2. `--cross-validate` trains on every repository but one and scores the one left out, for
-   each in turn: file@1, file@5 and mrr of today's ranking and of the learned one.
-3. `--out` trains on all questions and writes the model as JSON trees (`learned.py` reads
-   it with numpy; LightGBM is needed here only: `pip install codeqa[train]`), checked to
-   score every training row as LightGBM itself does.
+2. `--cross-validate` trains LightGBM lambdarank trees (`pip install codeqa[train]`) on every
+   repository but one and scores the one left out, for each in turn: file@1, file@5 and mrr
+   of today's ranking and of the learned one.
 
-Training is deterministic (one thread, fixed seeds): the same candidates give the same file.
+Training is deterministic (one thread, fixed seeds): the same candidates give the same scores.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -33,10 +32,10 @@ from typing import Any
 import numpy as np
 from codeqa.evals.dataset import Question, load_dataset
 from codeqa.evals.metrics import RankedResult, file_at_k, reciprocal_rank
+from codeqa.evals.ranker_features import FEATURE_NAMES, candidate_features
 from codeqa.evals.runner import CorpusLocator, corpus_index_settings, group_by_corpus
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.records import SearchMode
-from codeqa.retrieval.search.learned import FEATURE_NAMES, MODEL_FORMAT, candidate_features
 from codeqa.retrieval.search.rerank import rerank
 from codeqa.tui.settings import user_cache_root
 
@@ -44,7 +43,7 @@ from codeqa.tui.settings import user_cache_root
 RESULTS_PER_QUESTION = 10
 
 # LightGBM lambdarank. Small trees and few of them: ~120 questions of ~50 candidates each
-# are little data, and the model is evaluated in Python on every search.
+# are little data, and a model for the product would be evaluated in Python on every search.
 TRAINING_PARAMS: dict[str, Any] = {
     "objective": "lambdarank",
     "metric": "ndcg",
@@ -235,68 +234,20 @@ def train_booster(
     return lightgbm.train(params, data, num_boost_round=rounds)
 
 
-def booster_to_json(booster: Any) -> dict[str, Any]:
-    """The booster's trees as padded node arrays (see learned.LearnedRanker)."""
-    trees = booster.dump_model()["tree_info"]
-    flat: list[dict[str, list[Any]]] = []
-    depth = 0
-    for tree in trees:
-        nodes: dict[str, list[Any]] = {k: [] for k in ("feature", "threshold", "left", "right")}
-        nodes["value"] = []
-
-        def add(node: dict[str, Any], level: int, nodes: dict[str, list[Any]] = nodes) -> int:
-            nonlocal depth
-            index = len(nodes["feature"])
-            for key in nodes:
-                nodes[key].append(0)
-            if "leaf_value" in node or "split_feature" not in node:
-                depth = max(depth, level)
-                nodes["left"][index] = nodes["right"][index] = index
-                nodes["value"][index] = float(node.get("leaf_value", 0.0))
-                return index
-            if node.get("decision_type", "<=") != "<=":
-                raise SystemExit(f"unsupported split {node.get('decision_type')!r}")
-            nodes["feature"][index] = int(node["split_feature"])
-            nodes["threshold"][index] = float(node["threshold"])
-            nodes["left"][index] = add(node["left_child"], level + 1)
-            nodes["right"][index] = add(node["right_child"], level + 1)
-            return index
-
-        add(tree["tree_structure"], 0)
-        flat.append(nodes)
-    width = max(len(t["feature"]) for t in flat)
-    for nodes in flat:
-        for i in range(len(nodes["feature"]), width):
-            nodes["feature"].append(0)
-            nodes["threshold"].append(0.0)
-            nodes["left"].append(i)
-            nodes["right"].append(i)
-            nodes["value"].append(0.0)
-    return {
-        "format": MODEL_FORMAT,
-        "features": list(FEATURE_NAMES),
-        "depth": max(depth, 1),
-        "trees": {key: [t[key] for t in flat] for key in flat[0]},
-        "training": {"params": TRAINING_PARAMS, "trees": len(trees)},
-    }
-
-
 def cross_validate(
     collected: Sequence[QuestionCandidates], rounds: int, leaves: int
 ) -> list[dict[str, Any]]:
     """Leave one repository out: today's ranking and the learned one, per held-out repository."""
-    from codeqa.retrieval.search.learned import ranker_from_json
-
     rows: list[dict[str, Any]] = []
     pooled: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
     for repository in sorted({c.repository for c in collected}):
         training = [c for c in collected if c.repository != repository]
-        ranker = ranker_from_json(booster_to_json(train_booster(training, rounds, leaves)))
+        booster = train_booster(training, rounds, leaves)
         for mode in sorted({c.mode for c in collected}):
             held_out = [c for c in collected if c.repository == repository and c.mode == mode]
             if not held_out:
                 continue
-            learned = [ranked_by(ranker.scores(c.features), c) for c in held_out]
+            learned = [ranked_by(booster.predict(c.features), c) for c in held_out]
             tuned = [c.tuned for c in held_out]
             gold = [c.gold_files for c in held_out]
             rows.append(_cv_row(f"{repository} ({mode})", tuned, learned, gold))
@@ -346,7 +297,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--leaves", type=int, default=TRAINING_LEAVES, help="leaves per tree (a power of 2)"
     )
     parser.add_argument("--cross-validate", action="store_true", help="leave one repository out")
-    parser.add_argument("--out", type=Path, help="write the model trained on every question")
     args = parser.parse_args(argv)
 
     collected: list[QuestionCandidates] = []
@@ -361,16 +311,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.process_time()
         print_table(cross_validate(collected, args.rounds, args.leaves))
         print(f"cross-validation: {time.process_time() - started:.1f} s CPU")
-    if args.out:
-        started = time.process_time()
-        booster = train_booster(collected, args.rounds, args.leaves)
-        model = booster_to_json(booster)
-        _check_export(booster, model, collected)
-        text = json.dumps(model, separators=(",", ":"), sort_keys=True) + "\n"
-        args.out.write_text(text, encoding="utf-8")
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        print(f"wrote {args.out}: {len(text):,} bytes, sha256 {digest}")
-        print(f"training: {time.process_time() - started:.1f} s CPU")
     return 0
 
 
@@ -386,18 +326,6 @@ def _collect_into(
     with path.open("w", encoding="utf-8") as handle:
         for item in collected:
             handle.write(json.dumps(item.to_json()) + "\n")
-
-
-def _check_export(booster: Any, model: dict[str, Any], collected: Sequence[QuestionCandidates]):
-    """The exported trees must score every training row as LightGBM does."""
-    from codeqa.retrieval.search.learned import ranker_from_json
-
-    features = np.vstack([c.features for c in collected if len(c.relevance)])
-    ours = ranker_from_json(model).scores(features)
-    theirs = booster.predict(features)
-    worst = float(np.max(np.abs(ours - theirs))) if len(ours) else 0.0
-    if not math.isfinite(worst) or worst > 1e-9:
-        raise SystemExit(f"exported trees differ from LightGBM's by up to {worst}")
 
 
 if __name__ == "__main__":

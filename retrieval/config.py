@@ -71,15 +71,9 @@ class IndexSettings:
     cache_root: Path = field(default_factory=default_cache_root)
     # How files are cut (chunker.CHUNK_STRATEGIES); "windows" exists for ablations.
     chunker: str = "three-tier"
-    # How the store's candidates are ordered (RANKERS): the hand-tuned terms of
-    # search/rerank.py, or the model of search/learned.py (hybrid searches only).
-    ranker: str = "tuned"
     # Processes that parse and chunk changed files: None for one per core when enough
     # files changed (parsing.parallel_workers), 0 for this process alone.
     parse_workers: int | None = None
-
-
-RANKERS = ("tuned", "learned")
 
 
 def index_command(root: Path, settings: IndexSettings, *extra: str) -> str:

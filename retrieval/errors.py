@@ -33,10 +33,6 @@ class EmbedderUnavailable(CodeqaError):
     pass
 
 
-class RankerUnavailable(CodeqaError):
-    """The learned ranker's model file is missing, unreadable or not the one shipped."""
-
-
 class StoreUnavailable(CodeqaError):
     pass
 

@@ -57,7 +57,6 @@ from codeqa.retrieval.records import (
     SourceFile,
 )
 from codeqa.retrieval.search.keywords import keyword_query
-from codeqa.retrieval.search.learned import LearnedRanker, load_ranker
 from codeqa.retrieval.search.query import analyze_query
 from codeqa.retrieval.search.relevance import RELEVANCE_HITS, Relevance, assess_relevance
 from codeqa.retrieval.search.rerank import (
@@ -130,7 +129,6 @@ class Index:
         self.scope = PathScope()  # `--path`: every search (the agent's too) stays inside it
         self._paths: PathResolver | None = None
         self._graph: Graph | None = None
-        self._learned: LearnedRanker | None = None
         self._query_time_vectors: dict[str, np.ndarray] = {}  # by content hash
 
     @property
@@ -163,19 +161,14 @@ class Index:
         scope: PathScope | None = None,
     ) -> list[SearchHit]:
         """The best `limit` chunks: the store's candidates for the analysed question,
-        re-ranked with the paths and symbols it names (see query.py and rerank.py), or by
-        the learned model (learned.py) when the settings choose it (hybrid and BM25 searches).
+        re-ranked with the paths and symbols it names (see query.py and rerank.py).
 
         `scope` replaces `self.scope` for this search (a server shares one Index).
         """
         found = self.candidates(query, mode, limit, scope)
         if found is None:
             return []
-        # The model was trained on hybrid and BM25 candidate lists, never on vector-only ones.
-        learned = self.learned_ranker if mode is not SearchMode.VECTOR else None
-        return rerank(
-            found.hits, found.analysis, found.mentioned, self.ranking, limit, found.graph, learned
-        )
+        return rerank(found.hits, found.analysis, found.mentioned, self.ranking, limit, found.graph)
 
     def judged_search(
         self,
@@ -222,15 +215,6 @@ class Index:
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
         evidence = self._graph_evidence(hits, analysis.symbols, tuning)
         return Candidates(hits, analysis, mentioned, evidence)
-
-    @property
-    def learned_ranker(self) -> LearnedRanker | None:
-        """The learned model when the settings choose it (loaded, and checked, on first use)."""
-        if self._settings.ranker != "learned":
-            return None
-        if self._learned is None:
-            self._learned = load_ranker()
-        return self._learned
 
     def search_repositories(
         self, query: str, mode: SearchMode = SearchMode.HYBRID, limit: int = 10

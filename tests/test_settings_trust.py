@@ -224,6 +224,27 @@ def test_an_unknown_key_in_the_users_own_config_is_a_warning_not_a_failure(small
         load_settings(small_repo, environ={})
 
 
+def test_a_config_that_still_sets_the_removed_ranker_gets_one_warning_line_and_runs(
+    small_repo, index_dir, user_config, capsys
+):
+    repo_config = small_repo / CONFIG_FILE_NAME
+    repo_config.write_text('ranker = "learned"\nmax_file_bytes = 4321\n')
+    user_config.write_text('ranker = "tuned"\n')
+    settings = load_settings(small_repo, environ={})
+    assert settings.index.max_file_bytes == 4321  # the rest of the file still counts
+    assert [w.split(":")[0] for w in settings.warnings] == [
+        f"ignoring ranker in {user_config}",
+        f"ignoring ranker in {repo_config}",
+    ]
+    assert all("the learned ranker was removed" in w for w in settings.warnings)
+
+    user_config.write_text("")
+    repo, index = str(small_repo), str(index_dir)
+    assert main(["index", repo, "--index-dir", index, "--no-embed"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "ranker" in line]
+    assert len(warnings) == 1 and "learned ranker was removed" in warnings[0]
+
+
 def test_the_weaviate_api_key_comes_from_the_environment_never_from_a_file(small_repo, user_config):
     user_config.write_text('weaviate_api_key = "user-file-key"\nweaviate_collection = "Team_A"\n')
     repo_config = small_repo / CONFIG_FILE_NAME

@@ -29,7 +29,6 @@ from codeqa.retrieval.config import (
     API_KEY_ENV,
     BINARY_DIR_ENV,
     COLLECTION_ENV,
-    RANKERS,
     STORE_BACKENDS,
     IndexSettings,
 )
@@ -74,8 +73,6 @@ KEYS: dict[str, Key] = {
     "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True, limit=True),
     # Index build output and generated files too (dist/ bundles, compiled copies of .ts).
     "include_generated": Key("CODEQA_INCLUDE_GENERATED", bool, repo_may_set=True),
-    # How search results are ordered: "tuned" (hand-set terms) or "learned" (a bundled model).
-    "ranker": Key("CODEQA_RANKER", str, repo_may_set=True),
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
     "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
     "weaviate_replication": Key("CODEQA_WEAVIATE_REPLICATION", int),
@@ -87,6 +84,13 @@ KEYS: dict[str, Key] = {
     # Only the user's own config may hold it (it decides what to trust): load_settings drops
     # a repository's copy even when that repository is trusted.
     "trusted_repos": Key(None, list),
+}
+
+# Keys an older codeqa read and this one does not: a file that still sets one is told why in
+# one warning line and goes on (the user's own file too, where an unknown key is only a warning).
+RETIRED_KEYS: dict[str, str] = {
+    "ranker": "the learned ranker was removed after losing on every dev set; search always "
+    "uses the tuned ranking",
 }
 
 # What a limit is when the user set none: the value every command uses by default.
@@ -219,10 +223,12 @@ def _parse_toml(path: Path) -> dict[str, object]:
 
 
 def _known(data: dict[str, object], path: Path, warnings: list[str]) -> dict[str, object]:
-    """The keys a file may set; the others in one warning each: the unknown ones (a newer
-    version's, a typo) and secrets, which only the environment may hold."""
+    """The keys a file may set; the others in one warning each: the retired ones, the unknown
+    ones (a newer version's, a typo) and secrets, which only the environment may hold."""
     in_files = sorted(key for key, spec in KEYS.items() if not spec.environment_only)
-    unknown = sorted(set(data) - set(KEYS))
+    for key in sorted(set(data) & set(RETIRED_KEYS)):
+        warnings.append(f"ignoring {key} in {path}: {RETIRED_KEYS[key]}; remove it from the file")
+    unknown = sorted(set(data) - set(KEYS) - set(RETIRED_KEYS))
     if unknown:
         names = ", ".join(repr(key) for key in unknown)
         warnings.append(
@@ -296,9 +302,6 @@ def _build(values: dict[str, object], warnings: tuple[str, ...], cache_root: Pat
     store = str(values.get("store", "lancedb"))
     if store not in STORE_BACKENDS:
         raise ConfigError(f"unknown store {store!r}; choose one of: {', '.join(STORE_BACKENDS)}")
-    ranker = str(values.get("ranker", "tuned"))
-    if ranker not in RANKERS:
-        raise ConfigError(f"unknown ranker {ranker!r}; choose one of: {', '.join(RANKERS)}")
     index_dir = values.get("index_dir")
     binary_dir = values.get("weaviate_binary_dir")
     index = replace(
@@ -306,7 +309,6 @@ def _build(values: dict[str, object], warnings: tuple[str, ...], cache_root: Pat
         index_dir=Path(str(index_dir)).expanduser() if index_dir else None,
         embed_model=values.get("embed_model") or None,  # type: ignore[arg-type]
         store=store,
-        ranker=ranker,
         weaviate_url=values.get("weaviate_url") or None,  # type: ignore[arg-type]
         weaviate_grpc_port=values.get("weaviate_grpc_port"),  # type: ignore[arg-type]
         weaviate_replication=values.get("weaviate_replication") or 1,  # type: ignore[arg-type]

@@ -30,15 +30,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.graph import is_test_path
 from codeqa.retrieval.records import Chunk, SearchHit
 from codeqa.retrieval.search.query import QueryAnalysis, module_paths
-
-if TYPE_CHECKING:  # learned.py computes its features with this module's functions
-    from codeqa.retrieval.search.learned import LearnedRanker
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,11 +311,9 @@ def rerank(
     tuning: RankingTuning,
     limit: int,
     graph: GraphEvidence | None = None,
-    learned: LearnedRanker | None = None,
 ) -> list[SearchHit]:
     """The best `limit` candidates by rank score plus path and symbol evidence, less prose,
-    data tables, tests and examples, plus what the code graph says of them (`graph`); with
-    `learned`, by that model's score of the same evidence instead.
+    data tables, tests and examples, plus what the code graph says of them (`graph`).
 
     Chunks with identical text (a file vendored twice, a copied helper) count once: the
     best-ranked is kept and names the others in `also_at`.
@@ -333,23 +327,19 @@ def rerank(
     test_penalty = 0.0 if asks_about_tests(analysis.text) else tuning.test_penalty
     example_penalty = 0.0 if asks_for_examples(analysis.text) else tuning.example_penalty
     interface_penalty = 0.0 if asks_about_types(analysis.text) else tuning.interface_penalty
-    if learned is not None:
-        model_scores = learned.score_candidates(hits, analysis, mentioned, graph, tuning)
-        totals = [float(score) for score in model_scores]
-    else:
-        totals = [
-            (tuning.rank_k + 1) / (tuning.rank_k + rank)
-            + tuning.path_weight * mentioned.get(hit.chunk.path, 0.0)
-            + tuning.symbol_weight * symbol_match(hit.chunk, names)
-            + (tuning.callee_weight if hit.chunk.chunk_id in graph.called else 0.0)
-            + (graph_definition(hit.chunk, graph, names) * tuning.definition_weight)
-            - (tuning.prose_penalty if hit.chunk.language in PROSE_LANGUAGES else 0.0)
-            - (data_penalty if data_penalty and mostly_literals(hit.chunk) else 0.0)
-            - (test_penalty if is_test_chunk(hit.chunk) else 0.0)
-            - (example_penalty if is_example_path(hit.chunk.path) else 0.0)
-            - (interface_penalty if interface_penalty and declares_interface(hit.chunk) else 0.0)
-            for rank, hit in enumerate(hits, start=1)
-        ]
+    totals = [
+        (tuning.rank_k + 1) / (tuning.rank_k + rank)
+        + tuning.path_weight * mentioned.get(hit.chunk.path, 0.0)
+        + tuning.symbol_weight * symbol_match(hit.chunk, names)
+        + (tuning.callee_weight if hit.chunk.chunk_id in graph.called else 0.0)
+        + (graph_definition(hit.chunk, graph, names) * tuning.definition_weight)
+        - (tuning.prose_penalty if hit.chunk.language in PROSE_LANGUAGES else 0.0)
+        - (data_penalty if data_penalty and mostly_literals(hit.chunk) else 0.0)
+        - (test_penalty if is_test_chunk(hit.chunk) else 0.0)
+        - (example_penalty if is_example_path(hit.chunk.path) else 0.0)
+        - (interface_penalty if interface_penalty and declares_interface(hit.chunk) else 0.0)
+        for rank, hit in enumerate(hits, start=1)
+    ]
     # Equal scores keep the store's order.
     ranked = enumerate(zip(totals, hits, strict=True))
     scored = [(-total, rank, hit) for rank, (total, hit) in ranked]

@@ -1,29 +1,21 @@
-"""A learned ranker: the store's candidates scored by a model trained on other repositories.
+"""The features of the learned-ranker experiment (`train_ranker.py`): one row per candidate.
 
 Every feature is computed from the candidates of one search and the question alone (their
 ranks and scores, what the question names, the chunk's kind and file, the code graph's
-relations between the top candidates, and aggregates over a file's candidates), so the
-ranker needs nothing the hand-tuned ranking does not already have in hand.
-
-The model is data: gradient-boosted regression trees (LightGBM lambdarank, trained by
-`python -m codeqa.evals.train_ranker`) written as JSON arrays and evaluated here with numpy.
-Its file is checked against a pinned sha256 on load; a file that is not the one measured
-is refused with `RankerUnavailable` rather than ranking silently differently.
+relations between the top candidates, and aggregates over a file's candidates), so a ranker
+on them needs nothing the hand-tuned ranking (`retrieval/search/rerank.py`) does not
+already have in hand. A model trained on them lost to the tuned ranking on every dev set, so
+the product ranks with rerank.py alone (docs/benchmarks.md, "Experiments").
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
-from codeqa.retrieval.embedders.model_files import file_sha256
-from codeqa.retrieval.errors import RankerUnavailable
 from codeqa.retrieval.graph import is_test_path
 from codeqa.retrieval.records import ChunkKind, SearchHit
 from codeqa.retrieval.search.query import QueryAnalysis
@@ -36,12 +28,7 @@ from codeqa.retrieval.search.rerank import (
     symbol_match,
 )
 
-MODEL_FORMAT = "codeqa-ranker/1"
-BUNDLED_RANKER = Path(__file__).resolve().parent.parent / "data" / "ranker.json"
-# The file `python -m codeqa.evals.train_ranker` wrote and the dev sets were measured with.
-BUNDLED_RANKER_SHA256 = "dc92c794bc3bcb752bb475827db9951a680c3239764bde44f0728429f0ed4d77"
-
-# In the order of a feature row; the model file names them too, and must match.
+# In the order of a feature row.
 FEATURE_NAMES = (
     "rank_score",  # (k + 1) / (k + rank), as the hand-tuned ranking's base
     "inverse_rank",
@@ -162,86 +149,4 @@ def tuned_scores(rows: np.ndarray, tuning: RankingTuning) -> np.ndarray:
         - tuning.prose_penalty * column["prose"]
         - tuning.data_penalty * column["data_table"]
         - tuning.test_penalty * column["test_file"]
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class LearnedRanker:
-    """Regression trees over FEATURE_NAMES, all of one depth-padded shape, summed per row.
-
-    Node arrays are (trees, nodes): a row at node i goes to `left[i]` when its feature
-    `feature[i]` is <= `threshold[i]`, else to `right[i]`; a leaf points at itself and
-    holds its value in `value`.
-    """
-
-    feature: np.ndarray
-    threshold: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    value: np.ndarray
-    depth: int
-
-    def score_candidates(
-        self,
-        hits: Sequence[SearchHit],
-        analysis: QueryAnalysis,
-        mentioned: dict[str, float],
-        graph: GraphEvidence,
-        tuning: RankingTuning,
-    ) -> np.ndarray:
-        """The model's score of each candidate, in the candidates' order."""
-        return self.scores(candidate_features(hits, analysis, mentioned, graph, tuning))
-
-    def scores(self, features: np.ndarray) -> np.ndarray:
-        """One score per row of `features`; higher ranks first."""
-        trees = np.arange(self.feature.shape[0])[:, None]
-        rows = np.arange(features.shape[0])[None, :]
-        node = np.zeros((self.feature.shape[0], features.shape[0]), dtype=np.int64)
-        for _ in range(self.depth):
-            goes_left = features[rows, self.feature[trees, node]] <= self.threshold[trees, node]
-            node = np.where(goes_left, self.left[trees, node], self.right[trees, node])
-        return self.value[trees, node].sum(axis=0)
-
-
-def load_ranker(path: Path | None = None, sha256: str | None = None) -> LearnedRanker:
-    """The model at `path` (the bundled one), after checking its sha256 (the pinned one).
-
-    A file that is not that one raises RankerUnavailable: a model other than the one the
-    dev sets measured would rank silently differently, so it is never used (as a model
-    file of the embedder is refused), and the message says how to rank without it.
-    """
-    path = BUNDLED_RANKER if path is None else path
-    sha256 = BUNDLED_RANKER_SHA256 if sha256 is None else sha256
-    try:
-        actual = file_sha256(path)
-        data = json.loads(path.read_bytes())
-    except OSError as error:
-        raise RankerUnavailable(
-            f"cannot read the ranking model {path}: {error.strerror}; reinstall codeqa, "
-            'or set ranker = "tuned"'
-        ) from None
-    except ValueError:
-        actual, data = "", None
-    if actual != sha256:
-        raise RankerUnavailable(
-            f"the ranking model {path} is not the one shipped (sha256 {actual[:12]}…, expected "
-            f'{sha256[:12]}…); reinstall codeqa, or set ranker = "tuned"'
-        )
-    return ranker_from_json(data)
-
-
-def ranker_from_json(data: object) -> LearnedRanker:
-    """The trees of a model file's JSON (see `LearnedRanker`)."""
-    if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
-        raise RankerUnavailable(f"the ranking model is not in the {MODEL_FORMAT} format")
-    if tuple(data.get("features", ())) != FEATURE_NAMES:
-        raise RankerUnavailable("the ranking model was trained on other features than these")
-    trees = data["trees"]
-    return LearnedRanker(
-        feature=np.asarray(trees["feature"], dtype=np.int64),
-        threshold=np.asarray(trees["threshold"], dtype=np.float64),
-        left=np.asarray(trees["left"], dtype=np.int64),
-        right=np.asarray(trees["right"], dtype=np.int64),
-        value=np.asarray(trees["value"], dtype=np.float64),
-        depth=int(data["depth"]),
     )
