@@ -6,7 +6,8 @@ Regenerate after changing a command's arguments or help text:
 
 `tests/test_docs.py` fails while the page and the parsers differ. The help is rendered at a
 fixed width (argparse wraps at $COLUMNS, else the terminal's), so the page is the same on
-every machine and terminal.
+every machine and terminal, for one Python version: argparse's layout changes between
+versions now and then, so regenerate with the Python CI runs (the venv's, 3.11 today).
 """
 
 from __future__ import annotations
@@ -34,15 +35,19 @@ What each command does, then each command's `--help` as `codeqa` prints it.
 
 @contextmanager
 def fixed_width() -> Iterator[None]:
-    before = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = HELP_COLUMNS
+    """Help as argparse renders it for a 100-column terminal without colour (Python 3.14's
+    argparse colours help when it thinks it writes to a terminal; NO_COLOR stops it)."""
+    chosen = {"COLUMNS": HELP_COLUMNS, "NO_COLOR": "1"}
+    before = {name: os.environ.get(name) for name in chosen}
+    os.environ.update(chosen)
     try:
         yield
     finally:
-        if before is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = before
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 def command_helps() -> list[tuple[str, str]]:
