@@ -11,15 +11,17 @@ from typing import Any
 from codeqa.agent.answer import Usage
 from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW, AgentSettings
 from codeqa.retrieval.errors import LLMError, LLMRateLimited, LLMUnavailable
-from codeqa.retrieval.litellm_calls import first_line, is_transient, load_litellm, missing_api_keys
+from codeqa.retrieval.litellm_calls import (
+    LOCAL_SERVER_API_KEY,
+    first_line,
+    is_transient,
+    load_litellm,
+    missing_api_keys,
+)
 
 Message = dict[str, str]
 TokenCallback = Callable[[str], None]
 
-# Sent as the API key to a server at `api_base` when the provider's key variable is unset:
-# local servers (llama.cpp, Ollama, LM Studio, vLLM) ignore it, but the OpenAI client
-# refuses to start without one.
-LOCAL_SERVER_API_KEY = "no-key-needed"
 # How often a call waiting on a stalled server looks at its cancel event: Escape in the
 # chat must stop an answer within a second even when no token arrives.
 CANCEL_POLL_SECONDS = 0.05

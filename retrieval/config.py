@@ -50,6 +50,11 @@ class IndexSettings:
 
     index_dir: Path | None = None  # None: a folder per repo under cache_root/indexes
     embed_model: str | None = None  # None: the offline default (or what the index was built with)
+    # A served embedding model's own server (an OpenAI-compatible URL: TEI, vLLM, Ollama);
+    # None: the provider's usual address. Code is sent there, so only the user chooses it.
+    embed_api_base: str | None = None
+    # Requests a served model has in flight at once during a fill; None: the embedder's own.
+    embed_concurrency: int | None = None
     store: str = DEFAULT_STORE
     max_file_bytes: int = 1_000_000
     include_generated: bool = False  # index build output and generated files too

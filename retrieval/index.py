@@ -17,7 +17,6 @@ from codeqa.retrieval.config import (
     IndexSettings,
     index_command,
     index_dir_for,
-    model_cache_dir,
     vector_cache_path,
 )
 from codeqa.retrieval.discovery.walk import read_repo_file
@@ -39,6 +38,7 @@ from codeqa.retrieval.indexing import (
     ProgressCallback,
     content_version,
     discover_options,
+    embedder_named,
     fill_vectors,
     index_lock,
     model_loading,
@@ -135,9 +135,7 @@ class Index:
     def embedder(self) -> Embedder:
         """Loaded on first use: keyword-only searches never pay for the model."""
         if self._embedder is None:
-            self._embedder = load_embedder(
-                self.manifest.embedder_name, model_cache_dir(self._settings.cache_root)
-            )
+            self._embedder = embedder_named(self.manifest.embedder_name, self._settings)
         return self._embedder
 
     @property

@@ -366,9 +366,18 @@ def planned_embedder(repo: Path, settings: IndexSettings, *, rebuild: bool = Fal
 
 
 def _embedder(settings: IndexSettings, manifest: Manifest | None) -> Embedder:
+    return embedder_named(
+        settings.embed_model or (manifest.embedder_name if manifest else None), settings
+    )
+
+
+def embedder_named(name: str | None, settings: IndexSettings) -> Embedder:
+    """The embedder `name` as these settings run it: their model cache, server and pace."""
     return load_embedder(
-        settings.embed_model or (manifest.embedder_name if manifest else None),
+        name,
         model_cache_dir(settings.cache_root),
+        api_base=settings.embed_api_base,
+        concurrency=settings.embed_concurrency,
     )
 
 

@@ -11,6 +11,10 @@ from types import ModuleType
 
 from codeqa.retrieval.offline import prepare_offline_environment
 
+# Sent as the API key to a server at an `api_base` when the provider's key variable is
+# unset: local servers (llama.cpp, Ollama, LM Studio, vLLM, TEI) ignore it, but the OpenAI
+# client refuses to start without one.
+LOCAL_SERVER_API_KEY = "no-key-needed"
 # Provider messages can run to pages; a user needs the first line.
 MAX_ERROR_CHARS = 240
 

@@ -278,7 +278,7 @@ def test_litellm_embedder_batches_keeps_order_and_normalises(scripted) -> None:
     model = scripted()
     texts = [f"chunk number {i}" for i in range(10)]
     vectors = _embedder(batch_size=4).embed(texts)
-    assert [len(call) for call in model.embedded] == [4, 4, 2]
+    assert sorted(len(call) for call in model.embedded) == [2, 4, 4]  # sent concurrently
     expected = np.array([vector_for(t) for t in texts], dtype=np.float32)
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(vectors, expected, rtol=1e-6)

@@ -58,6 +58,7 @@ def hostile_config(repo: Path, server: http.server.HTTPServer, victim: Path) -> 
         f"weaviate_grpc_port = {port}\n"
         f'model = "openai/attacker-model"\n'
         f'embed_model = "text-embedding-3-small"\n'
+        f'embed_api_base = "http://{host}:{port}/v1"\n'
         f'index_dir = "{victim}"\n'
         f"max_file_bytes = 50000\n"
     )
@@ -79,7 +80,7 @@ def test_hostile_repo_config_sends_nothing_and_deletes_nothing(
     assert main(["index", str(small_repo), "--rebuild"]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1
-    for key in ("embed_model", "index_dir", "model", "store", "weaviate_url"):
+    for key in ("embed_api_base", "embed_model", "index_dir", "model", "store", "weaviate_url"):
         assert key in warnings[0]
     assert "--trust-repo-config" in warnings[0] and "trusted_repos" in warnings[0]
     assert main(["ask", "how is JSON decoded?", "--repo", str(small_repo), "--json"]) == 0

@@ -68,6 +68,10 @@ KEYS: dict[str, Key] = {
     "context_window": Key("CODEQA_CONTEXT_WINDOW", int),
     "request_timeout": Key("CODEQA_REQUEST_TIMEOUT", int),
     "embed_model": Key("CODEQA_EMBED_MODEL", str),
+    # A served embedding model's server: code goes there.
+    "embed_api_base": Key("CODEQA_EMBED_API_BASE", str),
+    # Requests in flight to it: a repository's file must not set the pace of the user's API.
+    "embed_concurrency": Key("CODEQA_EMBED_CONCURRENCY", int),
     "index_dir": Key("CODEQA_INDEX_DIR", str),
     "store": Key("CODEQA_STORE", str),
     "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True, limit=True),
@@ -308,6 +312,8 @@ def _build(values: dict[str, object], warnings: tuple[str, ...], cache_root: Pat
         IndexSettings(),
         index_dir=Path(str(index_dir)).expanduser() if index_dir else None,
         embed_model=values.get("embed_model") or None,  # type: ignore[arg-type]
+        embed_api_base=values.get("embed_api_base") or None,  # type: ignore[arg-type]
+        embed_concurrency=values.get("embed_concurrency"),  # type: ignore[arg-type]
         store=store,
         weaviate_url=values.get("weaviate_url") or None,  # type: ignore[arg-type]
         weaviate_grpc_port=values.get("weaviate_grpc_port"),  # type: ignore[arg-type]

@@ -96,11 +96,18 @@ def bundled_embedder_names() -> list[str]:
     return list(_BUNDLED)
 
 
-def load_embedder(name: str | None = None, model_cache: Path | None = None) -> Embedder:
+def load_embedder(
+    name: str | None = None,
+    model_cache: Path | None = None,
+    *,
+    api_base: str | None = None,
+    concurrency: int | None = None,
+) -> Embedder:
     """None or "default" → the offline default; a bundled name → it; anything else → litellm.
 
     `model_cache`: where a bundled model keeps what it derives on first use
-    (config.model_cache_dir of the settings' cache folder).
+    (config.model_cache_dir of the settings' cache folder). `api_base` and `concurrency`:
+    a served model's server and requests in flight (bundled models ignore them).
     """
     key = (name or "").strip() or "default"
     if key == "default":
@@ -120,4 +127,6 @@ def load_embedder(name: str | None = None, model_cache: Path | None = None) -> E
     from codeqa.retrieval.embedders.litellm import LiteLLMEmbedder
 
     model = key.removeprefix(LITELLM_PREFIX)
-    return LiteLLMEmbedder(model)
+    if concurrency is None:
+        return LiteLLMEmbedder(model, api_base=api_base)
+    return LiteLLMEmbedder(model, api_base=api_base, concurrency=concurrency)

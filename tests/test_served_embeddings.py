@@ -1,0 +1,125 @@
+"""A served embedding model (a team's GPU server behind an OpenAI-compatible endpoint).
+
+The server here is evals/embedding_server.py's stand-in, on loopback, reached through
+litellm's real call path: its vectors are a pure function of the text, so every test
+can say exactly which vector each chunk must hold.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from codeqa.evals.embedding_server import StandinServer, make_server, standin_vector
+from codeqa.retrieval import indexing
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.embedders.litellm import PROBE_TEXT, LiteLLMEmbedder
+from codeqa.retrieval.errors import Cancelled
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import build_index
+
+DIM = 32
+MODEL = "openai/standin"
+
+
+@pytest.fixture
+def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """Start a stand-in with the given behaviour; every one started is stopped at the end."""
+    # No provider key in the environment: a server at api_base needs none.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    servers: list[StandinServer] = []
+
+    def start(**behaviour: object) -> tuple[StandinServer, str]:
+        server = make_server(DIM, **behaviour)  # type: ignore[arg-type]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def expected(texts: list[str]) -> np.ndarray:
+    return np.stack([standin_vector(text, DIM) for text in texts])
+
+
+def test_a_served_model_gets_its_batches_in_flight_together_and_answers_in_order(serve) -> None:
+    server, url = serve(delay_s=0.2)  # long enough that batches overlap if they are sent so
+    texts = [f"def handler_{i}(request): return {i}" for i in range(40)]
+    embedder = LiteLLMEmbedder(MODEL, api_base=url, batch_size=5, concurrency=4)
+
+    vectors = embedder.embed(texts)
+
+    np.testing.assert_allclose(vectors, expected(texts), atol=1e-6)
+    assert server.behaviour.requests == 8
+    assert server.behaviour.most_in_flight == 4  # bounded by the concurrency, and reached
+
+
+def test_one_request_at_a_time_when_the_concurrency_is_one(serve) -> None:
+    server, url = serve(delay_s=0.05)
+    texts = [f"line {i}" for i in range(12)]
+    vectors = LiteLLMEmbedder(MODEL, api_base=url, batch_size=3, concurrency=1).embed(texts)
+    np.testing.assert_allclose(vectors, expected(texts), atol=1e-6)
+    assert server.behaviour.most_in_flight == 1
+
+
+def test_a_throttled_server_is_asked_again_only_after_its_retry_after(serve) -> None:
+    server, url = serve(throttle_every=2, retry_after_s=0.5)
+    texts = [f"chunk {i}" for i in range(6)]
+    embedder = LiteLLMEmbedder(MODEL, api_base=url, batch_size=2, concurrency=1)
+
+    vectors = embedder.embed(texts)
+
+    np.testing.assert_allclose(vectors, expected(texts), atol=1e-6)
+    behaviour = server.behaviour
+    assert behaviour.throttled >= 1
+    # Request 2 was answered 429; the next one came no sooner than the server asked.
+    assert behaviour.arrivals[2] - behaviour.arrivals[1] >= 0.45
+
+
+def test_a_server_that_refuses_base64_is_answered_in_floats(serve) -> None:
+    server, url = serve(base64=False)
+    texts = ["class Session:", "def close(self):"]
+    vectors = LiteLLMEmbedder(MODEL, api_base=url).embed(texts)
+    np.testing.assert_allclose(vectors, expected(texts), atol=1e-6)
+    assert server.behaviour.texts == 2  # the refused request carried no vectors
+
+
+def test_a_fill_from_a_served_model_resumes_where_it_stopped_and_embeds_nothing_twice(
+    serve, small_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexing, "CHUNKS_PER_EMBED_BATCH", 8)  # several batches of a small repo
+    server, url = serve()
+    settings = IndexSettings(
+        index_dir=tmp_path / "index",
+        embed_model=MODEL,
+        embed_api_base=url,
+        embed_concurrency=2,
+        cache_root=tmp_path / "cache",
+    )
+    build_index(small_repo, settings, embed=False)
+    stop = threading.Event()
+
+    def stop_after_first_batch(event) -> None:
+        if event.phase == "embed" and event.done > 0:
+            stop.set()
+
+    with open_index(small_repo, settings) as index:
+        total = index.vectors_missing
+        with pytest.raises(Cancelled):
+            index.fill_vectors(stop_after_first_batch, stop)
+        embedded_before_the_stop = server.behaviour.texts
+        assert 0 < embedded_before_the_stop < total
+    with open_index(small_repo, settings) as index:
+        index.fill_vectors()
+        assert index.vectors_missing == 0
+
+    # The first run's vectors came from the cache: no chunk was embedded twice.
+    asked = server.behaviour.asked
+    assert sum(count for text, count in asked.items() if text != PROBE_TEXT) == total
+    assert max(count for text, count in asked.items() if text != PROBE_TEXT) == 1
