@@ -93,6 +93,8 @@ class LiteLLMEmbedder:
         self._placeholder_key = False  # sent to a server at api_base when no key is set
         self._base64: bool | None = None  # learned on the first request (imports litellm)
         self._pause = _SharedPause()
+        self._pool: ThreadPoolExecutor | None = None
+        self._senders_lock = threading.Lock()
 
     @property
     def dim(self) -> int:
@@ -111,8 +113,7 @@ class LiteLLMEmbedder:
         if len(parts) == 1 or self.concurrency == 1:
             batches = [self._request(part) for part in parts]
         else:
-            with ThreadPoolExecutor(min(self.concurrency, len(parts))) as pool:
-                batches = list(pool.map(self._request, parts))  # in the order of `texts`
+            batches = list(self._senders().map(self._request, parts))  # in the order of `texts`
         vectors = np.concatenate(batches)
         if self._dim is None:
             self._dim = vectors.shape[1]
@@ -122,6 +123,14 @@ class LiteLLMEmbedder:
                 f"expected {self._dim}"
             )
         return vectors
+
+    def _senders(self) -> ThreadPoolExecutor:
+        """The threads that send requests, made once: a fill calls `embed` thousands of times,
+        and starting threads for each call cost ~10 ms apiece on a loaded machine."""
+        with self._senders_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.concurrency, "codeqa-embed")
+            return self._pool
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
