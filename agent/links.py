@@ -152,9 +152,15 @@ def outside_blocks(text: str) -> list[tuple[int, int]]:
     """
     found: set[tuple[int, int]] = set()
     variants = {text, _CONTROLS.sub("", text), _CONTROLS.sub("\ufffd", text)}
-    for variant in variants:
+    for variant in variants:  # the same lines in each: only characters inside a line differ
         found.update(_outside_blocks_as_rendered(variant))
-    return sorted(found)
+    merged: list[tuple[int, int]] = []  # variants may see blocks that overlap
+    for start, end in sorted(found):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _outside_blocks_as_rendered(text: str) -> list[tuple[int, int]]:
