@@ -41,7 +41,7 @@ REPLY_TIMEOUT_SECONDS = 3.0
 # The whole exchange, whatever the server does (says it is alive forever, trickles a byte
 # at a time, answers without end): past this the command runs here, having lost at most
 # this long. A busy server's longest honest wait, a first hybrid search beside the vector
-# fill, is ~3 s on 2 cores; the bound for an answer or the fall back is 10 s.
+# fill, is ~3 s on 2 cores; an answer, or the fall back begun, is promised within 10 s.
 EXCHANGE_DEADLINE_SECONDS = 8.0
 # Unix socket paths are limited to 108 bytes (sun_path); a longer one is not attempted.
 MAX_SOCKET_PATH = 100
