@@ -430,6 +430,12 @@ COMMENTED = [
     ("(* the token is {} *)", "Q8zR2lMv9XtPw4Nk"),
     ("{{- api_key: {} -}}", "AbC123xYz789"),
     ("# password: '{}'", "quoted 1"),
+    ('" vim: the ftp password is {}', "v1mFtp2x"),
+    ("<# service account password: {} #>", "PsW1nd0ws"),
+    ("<%# admin pwd: {} %>", "erb4dm1n"),
+    ("{{# twig secret: {} #}}", "tw1gS3cret"),
+    ("      *> PASSWORD IS {}", "C0B0LPW9"),
+    ("! smtp.password = {}", "pr0pS3cret"),
 ]
 
 
@@ -472,6 +478,8 @@ def test_a_password_written_in_a_comment_is_redacted_in_any_comment_syntax(
         "# password: changeme123",
         "% password: optional, as a keyword",
         "#     token = 1*tchar",
+        '"password": "see the docs",',
+        '"  tokens: 3"',
     ],
 )
 def test_comments_and_code_that_only_mention_a_password_are_left_alone(line: str) -> None:

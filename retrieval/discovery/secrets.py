@@ -338,18 +338,20 @@ def _assigned_span(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 
 # Comments, in every syntax the chunker's languages use: opening a line (`#`, `//`, `/*`, a
-# block comment's `*`, SQL/Lua/Haskell `--`, Lisp/ini `;`, Erlang/TeX `%`, `<!--`, Fortran
-# `!`, OCaml `(*`, Haskell `{-`, Jinja `{#`, batch `rem`/`::`), or after code and a space.
-# The one-character marks that also start code (`**kwargs`, `!function(){…}`, `%macro`)
-# count only with a space after them.
+# block comment's `*`, SQL/Lua/Haskell/Ada `--`, Lisp/ini `;`, Erlang/TeX `%`, `<!--`, Fortran
+# and .properties `!`, OCaml/Pascal `(*`, Haskell `{-`, Twig `{#`, ERB/EJS/HEEx `<%#`/`<%!--`,
+# PowerShell `<#`, COBOL `*>`, Vim `"`, batch `rem`/`::`), or after code and a space.
+# The one-character marks that also start code (`**kwargs`, `!function(){…}`, `%macro`,
+# a JSON line's `"key"`) count only with a space after them.
 _COMMENT_OPENER = re.compile(
-    r"^[ \t]*(?:#|//|/\*|--|<!--|\(\*|\{-|\{#|::|(?:\*|;+|%+|!|(?i:@?rem))[ \t])"
+    r"^[ \t]*(?:#|//|/\*|--|<!--|\(\*|\{-|\{#|<%#|<%!--|<#|\*>|::"
+    r"|(?:\*|;+|%+|!|\"|(?i:@?rem))[ \t])"
     r"|\s(?:#|//|/\*|--|<!--)"
 )
 # In a comment a credential is written as prose: `password: hunter2x (staging only)`,
 # `password is s3cr3t!`, `pwd = "…"`: the value is the next word, quoted or not.
 _COMMENTED_VALUE = re.compile(
-    r"""[A-Za-z0-9_.-]*(?:[ \t]*(?::=|=>|[:=])|[ \t]+(?:is|was)\b)[ \t]*"""
+    r"""[A-Za-z0-9_.-]*(?:[ \t]*(?::=|=>|[:=])|[ \t]+(?i:is|was)\b)[ \t]*"""
     r"""(?:(?P<quote>["'`])(?P<quoted>[^"'`\s]{1,200})(?P=quote)|(?P<bare>[^\s"'`,;]{1,200}))"""
 )
 # What ends a sentence or a comment rather than the word before it.
