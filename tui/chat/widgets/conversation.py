@@ -44,8 +44,9 @@ class AnswerMessage(Markdown):
     async def finish(self, text: str) -> None:
         """Show the final text (citations may have been checked and corrected since streaming)."""
         await self._end_stream()
-        if shown(text) != visible(self.streamed):
-            await self.update(shown(text))
+        final = shown(text)
+        if final != visible(self.streamed):
+            await self.update(final)
         self._keep_in_view()
 
     def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
