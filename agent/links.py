@@ -85,6 +85,8 @@ def defang_links(text: str) -> DefangedText:
     # A lone CR ends a line for a renderer but not for every viewer (the chat shows it as a
     # character): with one kind of line end, what was judged is what is shown.
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text.count("[") > _MOST_BRACKETS or text.count("`") > _MOST_BACKTICKS:
+        return DefangedText(_quoted(text, [(0, text.count("\n") + 1)]), 0, 0, 1)
     text, removed, fenced = _rewritten_readably(text)
     quoted = 0
     for _ in range(_QUOTING_ROUNDS):
@@ -114,6 +116,12 @@ def links_note(defanged: DefangedText) -> str | None:
 
 # ---- the judge: what a renderer would fetch or link to --------------------------------------
 
+# markdown-it's link parsing and the code-span pattern below take time that grows with the
+# square of unclosed `[` and of backticks (20,000 `[`: 3-7 s on this machine; 2,000: 0.03 s),
+# and so does any Markdown viewer's render. An answer holding more than this (a steered
+# model's, never a real one: answers are a few kilobytes) is shown whole as code, at once.
+_MOST_BRACKETS = 2_000
+_MOST_BACKTICKS = 2_000
 # Fencing blocks cannot make another block link out, so a second round finds nothing; the
 # rounds only bound the work on input no one foresaw, after which the whole answer is fenced.
 _QUOTING_ROUNDS = 2

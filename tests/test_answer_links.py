@@ -181,6 +181,14 @@ def test_a_lone_carriage_return_ends_a_line_for_every_viewer():
     assert defanged.text == f"```\n![x]({OUT})\nmore"
 
 
+@pytest.mark.parametrize("flood", ["[", "![", "[\n", "`"])
+def test_an_answer_flooded_with_brackets_or_backticks_is_shown_whole_as_code(flood):
+    written = flood * 20_000 + f"![x]({OUT})"
+    defanged = defang_links(written)
+    assert defanged.quoted == 1 and defanged.text.strip().startswith("```")
+    assert fetched(defanged.text) == []
+
+
 @pytest.mark.parametrize(
     "written",
     [
