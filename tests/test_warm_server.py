@@ -3,6 +3,7 @@ and a dead, hung or foreign server costs the CLI nothing but a fall back to in-p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -387,3 +388,160 @@ def test_serve_stops_when_idle_and_removes_its_socket(indexed, private_runtime):
     assert done.returncode == 0, done.stderr
     assert f"stopped serving {repo.resolve()}: no request for 0.05 min" in done.stderr
     assert not _socket(indexed).exists()
+
+
+# ---- malformed requests: an error reply, no traceback, and the server goes on ---------------
+
+
+@pytest.fixture
+def thread_failures(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What reached threading's excepthook: a traceback the server's terminal would show."""
+    failures: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: failures.append(repr(hook.exc_value)))
+    return failures
+
+
+def _ask_raw(path: Path, sent: bytes) -> bytes:
+    """Send `sent` as it is and read the server's reply line."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(30)
+        connection.connect(str(path))
+        connection.sendall(sent)
+        return client.read_line(connection)
+
+
+def _envelope(**fields: object) -> bytes:
+    request = {"protocol": PROTOCOL_VERSION, "key": "k", "command": "status", "body": {}}
+    return json.dumps({**request, **fields}).encode() + b"\n"
+
+
+MALFORMED = {
+    "100,000 deep list": b"[" * 100_000 + b"]" * 100_000 + b"\n",
+    "100,000 deep object in the body": b'{"protocol": 1, "body": ' + b'{"a": ' * 100_000 + b"\n",
+    "not JSON": b"status please\n",
+    "an empty line": b"\n",
+    "binary garbage": bytes(range(256)).replace(b"\n", b"") + b"\n",
+    "invalid UTF-8": b'{"protocol": 1, "key": "\xff\xfe"}\n',
+    "a JSON string": b'"status"\n',
+    "an integer of 5,000 digits": b'{"protocol": ' + b"9" * 5000 + b"}\n",
+    "protocol as a string": _envelope(protocol="1"),
+    "key as a list": _envelope(key=["k"]),
+    "command as a list": _envelope(command=["status"]),
+    "unknown method": _envelope(command="shutdown"),
+    "body as a list": _envelope(body=[]),
+    "a huge unknown command": _envelope(command="x" * 1_000_000),
+    "limit as a string": _envelope(command="search", body={"query": "q", "limit": "3"}),
+    "limit infinite": b'{"protocol": 1, "command": "search", "body": {"limit": 1e400}}\n',
+    "too long": b"x" * (client.MAX_MESSAGE_BYTES + 1),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_a_malformed_request_gets_an_error_reply_and_the_server_answers_the_next(
+    name, warm, thread_failures
+):
+    reply = decode_reply(_ask_raw(warm.path, MALFORMED[name]))
+    assert reply.error is not None and reply.stdout == ""
+    assert len(reply.error) < 200
+    good = decode_reply(_ask_raw(warm.path, encode_request(warm.key, StatusRequest(json=True))))
+    assert good.error is None and good.exit_code == 0
+    assert thread_failures == []
+
+
+@pytest.mark.parametrize("pace", ["never ends", "trickles a byte at a time"])
+def test_a_request_that_never_ends_gets_an_error_in_time(pace, warm, monkeypatch, thread_failures):
+    monkeypatch.setattr(server, "READ_TIMEOUT_SECONDS", 0.5)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(30)
+        connection.connect(str(warm.path))
+        connection.sendall(b'{"protocol": 1')
+        if pace != "never ends":
+            with contextlib.suppress(OSError):  # until the server stops listening
+                for byte in b', "key": "' + b"k" * 100:
+                    connection.sendall(bytes([byte]))
+                    time.sleep(0.02)
+        reply = decode_reply(client.read_line(connection))
+    assert reply.error is not None and "bad request" in reply.error
+    good = decode_reply(_ask_raw(warm.path, encode_request(warm.key, StatusRequest(json=True))))
+    assert good.error is None
+    assert thread_failures == []
+
+
+# ---- a misbehaving server: one deadline, then the command runs here ----------------------------
+
+
+def _keeps_saying_alive(connection: socket.socket) -> None:
+    while True:
+        connection.sendall(b" ")
+        time.sleep(0.05)
+
+
+def _trickles(connection: socket.socket) -> None:
+    connection.sendall(b'{"exit_code": 0, "stdout": "')
+    while True:
+        connection.sendall(b"x")
+        time.sleep(0.05)
+
+
+def _floods(connection: socket.socket) -> None:
+    while True:
+        connection.sendall(b"x" * 65536)
+
+
+SERVERS = {
+    # behaviour: (what it does once it has read the request, whether the deadline ends it)
+    "keep-alive spaces forever": (_keeps_saying_alive, True),
+    "trickling bytes": (_trickles, True),
+    "never answering": (lambda connection: time.sleep(30), False),
+    "closing early": (lambda connection: connection.close(), False),
+    "closing mid-reply": (lambda connection: connection.sendall(b'{"exit_code": 0, "std'), False),
+    "an endless line": (_floods, False),
+    "a reply 100,000 deep": (lambda connection: connection.sendall(b"[" * 100_000 + b"\n"), False),
+    "binary garbage": (lambda connection: connection.sendall(b"\xff\x00\x1b[2J\x9b\n"), False),
+    "wrong types": (
+        lambda connection: connection.sendall(b'{"exit_code": "0", "stdout": 5}\n'),
+        False,
+    ),
+    "a refusal": (lambda connection: connection.sendall(b'{"error": "no"}\n'), False),
+}
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_the_client_answers_in_process_after_one_deadline_whatever_the_server_does(
+    name, indexed, capsys, monkeypatch
+):
+    behave, overdue = SERVERS[name]
+    # A silence of 1 s is a hung server; keep-alives and trickles come every 0.05 s, so only
+    # a machine stalled for a second could mistake one for the other.
+    monkeypatch.setattr(client, "REPLY_TIMEOUT_SECONDS", 1.0)
+    monkeypatch.setattr(client, "EXCHANGE_DEADLINE_SECONDS", 2.5)
+    listening = _listener(_socket(indexed))
+    served: list[bytes] = []
+
+    def fake_server() -> None:
+        connection, _ = listening.accept()
+        with connection:
+            served.append(client.read_line(connection))
+            try:
+                behave(connection)
+            except OSError:
+                pass  # the client gave up and closed: what it should do
+
+    threading.Thread(target=fake_server, daemon=True).start()
+    repo, index_dir = indexed
+    argv = ["search", "scanner", "--mode", "bm25", "--repo", str(repo), *_flags(index_dir)]
+    code, out, err = _run(argv, capsys)
+    listening.close()
+    assert served  # the request reached the fake server
+    assert (code, out) == _in_process(argv, capsys, monkeypatch)[:2]
+    notes = [line for line in err.splitlines() if "warm server" in line]
+    if overdue:
+        assert notes == [
+            "codeqa: note: the warm server did not answer within 2.5 s; answering in this process"
+        ]
+    elif name != "never answering":  # silent: its 1 s ends it, unless the machine stalls
+        assert notes == []
+
+
+def test_the_whole_exchange_is_bounded_by_ten_seconds():
+    assert client.CONNECT_TIMEOUT_SECONDS + client.EXCHANGE_DEADLINE_SECONDS <= 10

@@ -1,7 +1,7 @@
 """Find secrets by content: a file that holds a private key is skipped, a credential inside
 code is redacted.
 
-Names catch most secret files (walk.py); content catches the rest. Four kinds of rule, each
+Names catch most secret files (walk.py); content catches the rest. Five kinds of rule, each
 general rather than per example:
 
 - private keys however they are written: a PEM block, also split over string literals,
@@ -10,7 +10,8 @@ general rather than per example:
   bytes every private key starts with, seen in base64), and a whole PEM file base64-encoded
   (`LS0tLS1CRUdJTi…` that decodes to a private-key header). The file is then skipped.
 - provider formats, a credential wherever it appears (`npm_…`, `glpat-…`, `SG.….…`,
-  Slack webhook paths, Twilio's `AC…` with the auth token next to it, …).
+  Slack webhook paths, Twilio's `AC…` with the auth token next to it and its `SK…` API key
+  with the secret passed after it, …).
 - structure: the password of a URL's userinfo (`postgres://app:…@db`), a connection
   string's `AccountKey=…` / `SharedAccessKey=…`.
 - credential names (`password`, `secret`, `token`, `api_key`, …) with the value assigned to
@@ -21,6 +22,11 @@ general rather than per example:
   `_looks_like_credential`. This is where code and secret can be confused, so the rules
   say what a credential is not (a URL, a dotted class path, a hash under a name that says
   so, a template or placeholder, a word) rather than only what it is.
+- comments, where a credential is written as prose (`# staging login: admin / password: …`,
+  `-- password is …`, `<!-- pwd = … -->`): after a credential name in a comment of any syntax
+  the chunker's languages use, the next word is the value, and a short one counts when
+  letters and digits mix in it (`s3cr3t!`); a word, number, version, path, type, call or
+  template after the name (`# password: see the vault`, `Optional[int]`) does not.
 
 Redaction replaces only the value's characters with REDACTED, never a line break, so every
 line number holds.
@@ -131,6 +137,7 @@ _TOKEN_FORMATS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple(
         ("hf_", 0, r"hf_[A-Za-z]{34}\b"),  # Hugging Face
         ("SG.", 0, r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b"),  # SendGrid
         ("AC", 0, r"AC[0-9a-f]{32}\b"),  # Twilio account SID (its auth token follows it)
+        ("SK", 0, r"SK[0-9a-f]{32}\b"),  # Twilio API key SID (its secret follows it)
         # A Slack webhook's path is its secret; the host stays readable.
         (
             "hooks.slack.com/",
@@ -141,9 +148,14 @@ _TOKEN_FORMATS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple(
 )
 # Providers' documented examples (`AKIAIOSFODNN7EXAMPLE`) and elided ones (`eyJhbGci…...`).
 _DOCUMENTED_EXAMPLE = re.compile(r"(?i)example|\.\.\.|…")
-# A Twilio auth token (32 hex) written within this many characters after its account SID.
+# A Twilio secret written within this many characters after the SID it belongs to, as
+# `Client(sid, secret)` passes them: an account SID's auth token (32 hex), an API key SID's
+# secret (32 letters and digits, quoted: unquoted, such a run is as likely an identifier).
 _TWILIO_PAIR_WINDOW = 200
-_HEX32 = re.compile(r"(?<![0-9a-fA-F])[0-9a-f]{32}(?![0-9a-fA-F])")
+_TWILIO_SECRETS = {
+    "AC": re.compile(r"(?<![0-9a-fA-F])[0-9a-f]{32}(?![0-9a-fA-F])"),
+    "SK": re.compile(r"""(?<=["'])[A-Za-z0-9]{32}(?=["'])"""),
+}
 
 
 def _token_spans(text: str) -> list[tuple[int, int]]:
@@ -157,10 +169,12 @@ def _token_spans(text: str) -> list[tuple[int, int]]:
                 if found is not None and not _DOCUMENTED_EXAMPLE.search(found.group()):
                     # A pattern with a `secret` group redacts only that part.
                     spans.append(found.span("secret" if pattern.groupindex else 0))
-                    if needle == "AC":
-                        after = _HEX32.search(text, found.end(), found.end() + _TWILIO_PAIR_WINDOW)
-                        if after is not None:
-                            spans.append(after.span())
+                    paired = _TWILIO_SECRETS.get(needle)
+                    after = paired and paired.search(
+                        text, found.end(), found.end() + _TWILIO_PAIR_WINDOW
+                    )
+                    if after and (needle == "AC" or _looks_like_credential(after.group())):
+                        spans.append(after.span())
             at = text.find(needle, at + 1)
     return spans
 
@@ -301,17 +315,91 @@ def _named_spans(text: str, lowered: str) -> list[tuple[int, int]]:
 
 def _add_assigned(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
     """Add the span of the value assigned to the name word at [start, end), if it is one."""
-    found = _ASSIGNED_VALUE.match(text, end) if _ends_word(text, end) else None
-    if found is None or _names_other_thing(text, start, end):
+    if not _ends_word(text, end) or _names_other_thing(text, start, end):
         return
+    span = _assigned_span(text, start, end)
+    if span is None and text[start:end].lower() != "pass" and _in_comment(text, start):
+        span = _commented_span(text, end)
+    if span is not None:
+        spans.append(span)
+
+
+def _assigned_span(text: str, start: int, end: int) -> tuple[int, int] | None:
+    found = _ASSIGNED_VALUE.match(text, end)
+    if found is None:
+        return None
     group = next(g for g in _VALUE_GROUPS if found.group(g) is not None)
     value = found.group(group)
     if group in ("bare", "inline") and (
         _REFERENCE.fullmatch(value) or not _starts_setting(text, start)
     ):
-        return  # in code an unquoted value is an expression: `key = jinja2.pass_context`
-    if _looks_like_credential(value):
-        spans.append(found.span(group))
+        return None  # in code an unquoted value is an expression: `key = jinja2.pass_context`
+    return found.span(group) if _looks_like_credential(value) else None
+
+
+# Comments, in every syntax the chunker's languages use: opening a line (`#`, `//`, `/*`, a
+# block comment's `*`, SQL/Lua/Haskell/Ada `--`, Lisp/ini `;`, Erlang/TeX `%`, `<!--`, Fortran
+# and .properties `!`, OCaml/Pascal `(*`, Haskell `{-`, Twig `{#`, ERB/EJS/HEEx `<%#`/`<%!--`,
+# PowerShell `<#`, COBOL `*>`, Vim `"`, batch `rem`/`::`), or after code and a space.
+# The one-character marks that also start code (`**kwargs`, `!function(){…}`, `%macro`,
+# a JSON line's `"key"`) count only with a space after them.
+_COMMENT_OPENER = re.compile(
+    r"^[ \t]*(?:#|//|/\*|--|<!--|\(\*|\{-|\{#|<%#|<%!--|<#|\*>|::"
+    r"|(?:\*|;+|%+|!|\"|(?i:@?rem))[ \t])"
+    r"|\s(?:#|//|/\*|--|<!--)"
+)
+# In a comment a credential is written as prose: `password: hunter2x (staging only)`,
+# `password is s3cr3t!`, `pwd = "…"`: the value is the next word, quoted or not.
+_COMMENTED_VALUE = re.compile(
+    r"""[A-Za-z0-9_.-]*(?:[ \t]*(?::=|=>|[:=])|[ \t]+(?i:is|was)\b)[ \t]*"""
+    r"""(?:(?P<quote>["'`])(?P<quoted>[^"'`\s]{1,200})(?P=quote)|(?P<bare>[^\s"'`,;]{1,200}))"""
+)
+# What ends a sentence or a comment rather than the word before it.
+_PROSE_TAIL = re.compile(r"(?:[.,;:)\]}>]|\*/|-->|\*\)|-\}|#\})+$")
+_VERSION = re.compile(r"v?\d+(?:\.\d+)+\S*")
+_CODE_IN_PROSE = frozenset("()[]{}<>/\\")
+
+
+def _in_comment(text: str, start: int) -> bool:
+    line = text[text.rfind("\n", 0, start) + 1 : start]
+    return _COMMENT_OPENER.search(line) is not None
+
+
+def _commented_span(text: str, end: int) -> tuple[int, int] | None:
+    """The span of the password a comment writes after a credential name, if it is one."""
+    found = _COMMENTED_VALUE.match(text, end)
+    if found is None:
+        return None
+    group = "quoted" if found.group("quoted") is not None else "bare"
+    value = found.group(group)
+    if group == "bare":
+        value = _PROSE_TAIL.sub("", value)
+    if any(char in _CODE_IN_PROSE for char in value):
+        return None  # a type, a call, a path or a tag quoted in the comment: `Optional[int]`
+    if not (_looks_like_credential(value) or _looks_like_written_password(value)):
+        return None
+    return found.start(group), found.start(group) + len(value)
+
+
+def _looks_like_written_password(value: str) -> bool:
+    """A short password a person wrote down (`s3cr3t!`, `hunter2x`): letters and digits mixed,
+    and none of what prose puts after `password:` (a word, a number, a version, a path, a
+    call, a template, a placeholder, an algorithm's name)."""
+    if not 6 <= len(value) <= 64 or _is_template(value) or _PLACEHOLDER.search(value):
+        return False
+    # Letters and digits mixed in one run (`s3cr3t`, `hunter2x`): `per-team`, `on_behalf_of`
+    # and ABNF's `1*tchar` are words and numbers side by side.
+    if not any(_mixed_piece(piece) for piece in _PIECES.findall(value)):
+        return False
+    if _VERSION.fullmatch(value):
+        return False
+    if _DOTTED_NAME.fullmatch(value) or _PASSWORD_HASH.match(value):
+        return False
+    lowered = value.lower()
+    if any(word in lowered for word in _NAME_WORDS_IN_VALUES):
+        return False
+    words = _NAME_WORD.findall(value)
+    return not any(word.lower() in NAME_WORDS_OF_OTHER_THINGS for word in words)
 
 
 # Where an unquoted value is data, not an expression: the name opens a line (YAML, .env,

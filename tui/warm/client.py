@@ -12,6 +12,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,11 @@ CONNECT_TIMEOUT_SECONDS = 0.25
 # A server that accepted but sends nothing for this long is hung, and the command runs
 # here instead, having lost at most this long.
 REPLY_TIMEOUT_SECONDS = 3.0
+# The whole exchange, whatever the server does (says it is alive forever, trickles a byte
+# at a time, answers without end): past this the command runs here, having lost at most
+# this long. A busy server's longest honest wait, a first hybrid search beside the vector
+# fill, is ~3 s on 2 cores; an answer, or the fall back begun, is promised within 10 s.
+EXCHANGE_DEADLINE_SECONDS = 8.0
 # Unix socket paths are limited to 108 bytes (sun_path); a longer one is not attempted.
 MAX_SOCKET_PATH = 100
 # Set to anything to keep the CLI from talking to a server (and a test's process from
@@ -105,12 +111,30 @@ def peer_uid(connection: socket.socket) -> int:
     return int(_PEERCRED.unpack(raw)[1])
 
 
-def read_line(connection: socket.socket) -> bytes:
-    """One newline-terminated message; BadRequest past MAX_MESSAGE_BYTES or on EOF first."""
+class DeadlinePassed(BadRequest):
+    """The whole message did not arrive by the deadline, though bytes kept coming."""
+
+
+def read_line(connection: socket.socket, deadline: float | None = None) -> bytes:
+    """One newline-terminated message; BadRequest past MAX_MESSAGE_BYTES or on EOF first.
+
+    The connection's timeout bounds each silence; `deadline` (time.monotonic) the whole.
+    """
     parts: list[bytes] = []
     size = 0
+    silence = connection.gettimeout()
     while True:
-        part = connection.recv(65536)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlinePassed("no whole message in time")
+            connection.settimeout(left if silence is None else min(silence, left))
+        try:
+            part = connection.recv(65536)
+        except TimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise DeadlinePassed("no whole message in time") from None
+            raise
         if not part:
             raise BadRequest("the connection closed before a whole message")
         parts.append(part)
@@ -140,16 +164,28 @@ def warm_reply(
 
 
 def exchange(path: Path, message: bytes) -> Reply | None:
-    """Send one request to the socket at `path`; its reply, or None for any failure."""
+    """Send one request to the socket at `path`; its reply, or None for any failure.
+
+    Within EXCHANGE_DEADLINE_SECONDS, whatever the server does; past it one line says the
+    command runs here instead.
+    """
+    deadline = time.monotonic() + EXCHANGE_DEADLINE_SECONDS
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.settimeout(CONNECT_TIMEOUT_SECONDS)
         connection.connect(os.fspath(path))
         if peer_uid(connection) != os.getuid():
             return None  # a server of another user's: never sent a question
-        connection.settimeout(REPLY_TIMEOUT_SECONDS)
+        # sendall's timeout bounds the whole send: a server that never reads cannot hold it.
+        connection.settimeout(min(REPLY_TIMEOUT_SECONDS, EXCHANGE_DEADLINE_SECONDS))
         connection.sendall(message)
-        reply = decode_reply(read_line(connection))
+        reply = decode_reply(read_line(connection, deadline))
+    except DeadlinePassed:
+        sys.stderr.write(
+            f"codeqa: note: the warm server did not answer within "
+            f"{EXCHANGE_DEADLINE_SECONDS:g} s; answering in this process\n"
+        )
+        return None
     except (OSError, BadRequest):  # refused, stale, timed out, cut off, garbled
         return None
     finally:

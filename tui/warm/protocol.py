@@ -156,22 +156,35 @@ def encode_request(key: str, request: Request) -> bytes:
     return json.dumps(envelope).encode() + b"\n"
 
 
+def _json_line(line: bytes) -> Any:
+    """One JSON value; BadRequest for anything else, however it fails to be one."""
+    try:
+        return json.loads(line)
+    except RecursionError:  # `[[[[…` 100,000 deep: the parser gives up, so do we
+        raise BadRequest("nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):  # also an integer of too many digits
+        raise BadRequest("not a JSON line") from None
+
+
+def _shown(value: object) -> str:
+    """A value of the sender's, short enough to quote in a refusal."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def decode_request(line: bytes) -> tuple[str, Request]:
     """(index key, request) from one line; BadRequest names what is wrong with it."""
-    try:
-        envelope = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("not a JSON line") from None
+    envelope = _json_line(line)
     if not isinstance(envelope, dict):
         raise BadRequest("not a JSON object")
     if envelope.get("protocol") != PROTOCOL_VERSION:
-        raise BadRequest(f"protocol {envelope.get('protocol')!r} (this server speaks 1)")
+        raise BadRequest(f"protocol {_shown(envelope.get('protocol'))} (this server speaks 1)")
     key, command, body = envelope.get("key"), envelope.get("command"), envelope.get("body")
     if not isinstance(key, str):
         raise BadRequest("key must be a string")
     kind = REQUESTS.get(command) if isinstance(command, str) else None
     if kind is None:
-        raise BadRequest(f"unknown command {command!r}")
+        raise BadRequest(f"unknown command {_shown(command)}")
     if not isinstance(body, dict):
         raise BadRequest("body must be an object")
     values = {
@@ -181,7 +194,7 @@ def decode_request(line: bytes) -> tuple[str, Request]:
     if isinstance(request, SearchRequest) and len(request.query_ids) != len(request.queries):
         raise BadRequest("query_ids and queries differ in length")
     if isinstance(request, GraphRequest) and request.relation not in GraphRequest.RELATIONS:
-        raise BadRequest(f"unknown relation {request.relation!r}")
+        raise BadRequest(f"unknown relation {_shown(request.relation)}")
     return key, request
 
 
@@ -191,9 +204,8 @@ def encode_reply(reply: Reply) -> bytes:
 
 def decode_reply(line: bytes) -> Reply:
     try:
-        data = json.loads(line)
-        reply = Reply(**data)
-    except (ValueError, TypeError, UnicodeDecodeError):
+        reply = Reply(**_json_line(line))
+    except (BadRequest, TypeError):
         raise BadRequest("the server's reply is not one") from None
     if not (
         isinstance(reply.exit_code, int)

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from codeqa.retrieval.index import Index
     from codeqa.retrieval.live import LiveIndex
 
-# A client writes its whole request at once; one that does not within this is dropped.
+# A client writes its whole request at once; one that has not within this (silent, or
+# trickling a byte at a time) is told so and dropped.
 READ_TIMEOUT_SECONDS = 5.0
 # While a request is worked on, a space goes to the client this often, so that it tells a
 # busy server from a hung one (which sends nothing): a first hybrid search beside the vector
@@ -149,19 +150,31 @@ class WarmServer:
             ).start()
 
     def _serve(self, connection: socket.socket) -> None:
+        """Answer one connection. Whatever arrives (not JSON, nested 100,000 deep, longer than
+        MAX_MESSAGE_BYTES, never ending, binary) gets an error reply if the sender is still
+        there to read it, and never a traceback on the server's terminal."""
         with connection:
             try:
                 connection.settimeout(READ_TIMEOUT_SECONDS)
                 # The request is read first, whoever sent it (read_line bounds it), so a
                 # refusal is its reply rather than a connection closed under the sender.
-                line = read_line(connection)
+                line = read_line(connection, time.monotonic() + READ_TIMEOUT_SECONDS)
                 if peer_uid(connection) != os.getuid():
                     reply = Reply(error="refused: this server answers only its own user")
                 else:
                     reply = self._answer_saying_alive(connection, line)
+            except BadRequest as error:  # too long, cut off, or not finished in time
+                reply = Reply(error=f"bad request: {error}")
+            except TimeoutError:
+                reply = Reply(error=f"bad request: no whole line within {READ_TIMEOUT_SECONDS:g} s")
+            except OSError:
+                return  # the client went away: nobody to answer
+            except Exception as error:  # a bug: the server stays up, the client runs it itself
+                reply = Reply(error=f"failed: {type(error).__name__}")
+            try:
                 connection.sendall(encode_reply(reply))
-            except (OSError, BadRequest):
-                return  # the client went away, or sent half a request: nobody to answer
+            except OSError:
+                return
 
     def _answer_saying_alive(self, connection: socket.socket, line: bytes) -> Reply:
         """`answer`, with a space sent to the client every ALIVE_SECONDS until it is ready."""

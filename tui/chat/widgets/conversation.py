@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from codeqa.agent.links import defang_links, inside_repository
 from codeqa.tui.terminal_text import visible
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
@@ -19,10 +20,15 @@ class QuestionMessage(Static):
 
 
 class AnswerMessage(Markdown):
-    """One answer: streamed token by token, then replaced by the verified final text."""
+    """One answer: streamed token by token, then replaced by the verified final text.
+
+    What stays on screen is judged for links as this widget renders it (`shown`): the
+    answer's text with its control characters made visible. Links open only when they are
+    the repository's own, so a link streamed before the answer was checked opens nothing.
+    """
 
     def __init__(self) -> None:
-        super().__init__("_Searching the code…_", classes="pending")
+        super().__init__("_Searching the code…_", classes="pending", open_links=False)
         self._stream: MarkdownStream | None = None
         self.streamed = ""
 
@@ -38,9 +44,14 @@ class AnswerMessage(Markdown):
     async def finish(self, text: str) -> None:
         """Show the final text (citations may have been checked and corrected since streaming)."""
         await self._end_stream()
-        if text != self.streamed:
-            await self.update(visible(text))
+        final = shown(text)
+        if final != visible(self.streamed):
+            await self.update(final)
         self._keep_in_view()
+
+    def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
+        if inside_repository(event.href):
+            self.app.open_url(event.href)
 
     def _keep_in_view(self) -> None:
         if isinstance(self.parent, Conversation):
@@ -64,7 +75,13 @@ class AnswerMessage(Markdown):
         await self._end_stream()
         self.add_class("failed")
         kept = f"{self.streamed}\n\n" if self.streamed else ""
-        await self.update(visible(f"{kept}{note}"))
+        await self.update(shown(f"{kept}{note}"))
+
+
+def shown(text: str) -> str:
+    """`text` as the conversation renders it: controls made visible, then every link and
+    image out of the repository made inert (judged on exactly what Markdown will parse)."""
+    return defang_links(visible(text)).text
 
 
 class Conversation(VerticalScroll):
