@@ -183,6 +183,6 @@ def test_every_js_ts_question_says_how_to_fetch_its_corpus_at_its_version():
     for record in records:
         name, version, kind = record["corpus"].rsplit("-", 2)
         fetch = record.get("fetch", "")
-        assert kind in {"npm", "sdist", "go", "crate"}, record["id"]
+        assert kind in {"npm", "sdist", "go", "crate", "maven"}, record["id"]
         assert name in fetch and version in fetch, f"{record['id']}: {fetch!r}"
         assert record["gold_lines"], record["id"]
