@@ -10,6 +10,7 @@ from codeqa.retrieval.search.rerank import (
     RankingTuning,
     declares_interface,
     graph_definition,
+    is_declaration_file,
     keyword_query_text,
     rerank,
 )
@@ -186,6 +187,27 @@ def test_interfaces_traits_and_protocols_are_told_from_other_declarations():
     assert not declared("type Route struct {\n\tPattern string\n}\n", "go")
     assert not declared("def interface_for(name):\n    return name\n", "python")
     assert not declared("interface Routes {\n}\n", "markdown")  # prose shows code, runs none
+
+
+def test_headers_and_stubs_rank_below_the_code_they_declare_unless_types_are_asked():
+    header = "/* Trie node declarations */\ntypedef struct TrieNode {\n    TrieNode* fail;\n} T;\n"
+    hits = [
+        SearchHit(chunk("src/trienode.h", 1, None, "c", header), 1.0),
+        SearchHit(chunk("src/Automaton.c", 561, "automaton_make_automaton", "c"), 0.9),
+    ]
+    about_code = analyze_query("Where are the failure links between the trie's nodes built?")
+    ranked = rerank(hits, about_code, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["src/Automaton.c", "src/trienode.h"]
+    about_types = analyze_query("Which fields does the trie node type declare?")
+    ranked = rerank(hits, about_types, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["src/trienode.h", "src/Automaton.c"]
+
+
+def test_declaration_files_are_told_by_their_suffix():
+    for path in ("src/trie.h", "include/a.HPP", "pydantic_core/core.pyi", "src/index.d.ts"):
+        assert is_declaration_file(path), path
+    for path in ("src/trie.c", "src/index.ts", "core.py", "headers.py", "src/h.rs"):
+        assert not is_declaration_file(path), path
 
 
 def test_a_class_the_question_spells_out_in_words_is_lifted_like_one_written_as_code():
