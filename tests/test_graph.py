@@ -500,7 +500,7 @@ def test_cli_builds_a_missing_graph_prints_json_and_one_error_line_for_unknown_s
 
     assert main(["impact", "shop/pricing.py", *where]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "shop/cart.py:18-19  Cart.checkout  (method)  [caller]" in lines
+    assert "shop/cart.py:18-19  Cart.checkout  (method)  [calls total]" in lines
 
     assert main(["refs", "no_such_name", *where]) == 1
     captured = capsys.readouterr()
@@ -750,3 +750,21 @@ def test_go_and_rust_method_calls_on_locals_follow_the_type_that_made_them(tmp_p
         assert ends == {("de.rs", 19)}
         assert len(graph.callers("Deserializer.end")) == 3
         assert graph.callers("Parser.end") == []
+
+
+def test_impact_says_through_which_call_or_import_each_file_is_reached(tmp_path):
+    files = {
+        "core.py": "def parse(text):\n    return text\n",
+        "reader.py": "from core import parse\n\n\ndef read(path):\n    return parse(path)\n",
+        "cli.py": "from reader import read\n\n\ndef run(argv):\n    return read(argv[0])\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
+        impact = graph.impact("core.py", depth=2)
+    assert {c.qualname: impact.calls[c].qualname for c in impact.callers} == {
+        "read": "parse",
+        "run": "read",
+    }
+    assert impact.imports == {"reader.py": "core.py", "cli.py": "reader.py"}
+    from codeqa.tui.graph_text import impact_lines
+
+    assert "cli.py  [imports reader.py]" in impact_lines(impact)

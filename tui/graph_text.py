@@ -42,10 +42,23 @@ def unresolved_hint(unresolved: int, symbol: str, listing: str) -> str:
 
 
 def impact_lines(impact: Impact) -> list[str]:
-    lines = [f"{definition_line(caller)}  [caller]" for caller in impact.callers]
-    lines += [f"{path}  [importer]" for path in impact.importers]
+    """Each caller with what it calls, each importer with what it imports, then the tests:
+    the chain back to the target can be followed line by line."""
+    lines = [
+        f"{definition_line(caller)}  [calls {_called(impact, caller)}]" for caller in impact.callers
+    ]
+    lines += [f"{path}  [imports {_imported(impact, path)}]" for path in impact.importers]
     lines += [f"{path}  [test]" for path in impact.tests]
     return lines or ["nothing in the code graph depends on it"]
+
+
+def _called(impact: Impact, caller: Definition) -> str:
+    called = impact.calls.get(caller)
+    return "?" if called is None else called.qualname
+
+
+def _imported(impact: Impact, importer: str) -> str:
+    return impact.imports.get(importer, "?")
 
 
 def definition_to_json(definition: Definition) -> dict[str, object]:
@@ -84,7 +97,9 @@ def impact_to_json(target: str, impact: Impact) -> dict[str, object]:
     return {
         "target": target,
         "definitions": [definition_to_json(d) for d in impact.targets],
-        "callers": [definition_to_json(d) for d in impact.callers],
+        "callers": [definition_to_json(d) | {"calls": _called(impact, d)} for d in impact.callers],
         "importers": list(impact.importers),
+        # What each importer imports: the target's file, or an importer one hop nearer.
+        "imports": {path: _imported(impact, path) for path in impact.importers},
         "tests": list(impact.tests),
     }

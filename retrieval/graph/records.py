@@ -146,3 +146,8 @@ class Impact:
     callers: tuple[Definition, ...]
     importers: tuple[str, ...]
     tests: tuple[str, ...]
+    # How each was reached, so a reader can follow the chain back to the target: the
+    # definition each caller calls (a target, or a caller one hop nearer) and the file each
+    # importer imports (the target's, or an importer one hop nearer).
+    calls: dict[Definition, Definition] = field(default_factory=dict)
+    imports: dict[str, str] = field(default_factory=dict)
