@@ -133,6 +133,10 @@ def write_failure_reason(error: BaseException, place: Path | None = None) -> str
     return first_line[:200]
 
 
+class UnknownLanguage(ConfigError):
+    """A language filter named no language codeqa knows (the message lists those it does)."""
+
+
 class UnknownSymbol(CodeqaError):
     """A graph query named a symbol or path the code graph does not define."""
 

@@ -33,7 +33,7 @@ from codeqa.retrieval.index import Index, open_index
 from codeqa.retrieval.indexing import build_index, model_loading, planned_embedder
 from codeqa.retrieval.manifest import MANIFEST_NAME
 from codeqa.retrieval.records import IndexReport, ProgressCallback, ProgressEvent
-from codeqa.retrieval.status import IndexStatus, index_status
+from codeqa.retrieval.status import IndexStatus, first_build_status, index_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +122,9 @@ class LiveIndex:
         self._borrowers: Counter[int] = Counter()  # id(index) -> readers using it now
         self._closed = False
         self._refresh_lock = threading.Lock()  # one refresh at a time
+        # The running refresh's latest step, while one runs: what a status shows of a
+        # first build, before there is any index to report on.
+        self._refresh_step: ProgressEvent | None = None
         self._filler: _VectorFill | None = None
         self._fill_stopped = False  # set by stop_filling_soon: no fill starts again
         # Set once every chunk was seen with a vector, cleared by refreshes: counting the
@@ -183,9 +186,16 @@ class LiveIndex:
             if self._closed:
                 raise IndexNotFound("the index is closed")
             self._stop_fill()
+
+            def noted(event: ProgressEvent) -> None:
+                self._refresh_step = event
+                if progress is not None:
+                    progress(event)
+
             try:
-                return self._refresh(progress, rebuild, cancel)
+                return self._refresh(noted, rebuild, cancel)
             finally:
+                self._refresh_step = None
                 self._start_fill()
 
     def _refresh(
@@ -326,11 +336,22 @@ class LiveIndex:
         return missing
 
     def status(self) -> IndexStatus:
-        """The shared status (retrieval.status), read from disk now."""
+        """The shared status (retrieval.status), read from disk now; while this object
+        builds the first index, that build's progress instead of "no index yet"."""
         if self._index is None:
-            return index_status(self.repo, self.settings)
+            try:
+                return index_status(self.repo, self.settings)
+            except IndexNotFound:
+                if not self._refresh_lock.locked():
+                    raise
+                return first_build_status(self.repo, self.settings, self._refresh_step)
         with self.borrow() as index:
             return index_status(self.repo, self.settings, index)
+
+    @property
+    def refresh_step(self) -> ProgressEvent | None:
+        """The running refresh's latest step (None when none runs, or before its first)."""
+        return self._refresh_step
 
     @property
     def work_now(self) -> str:

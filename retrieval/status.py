@@ -17,7 +17,7 @@ from codeqa.retrieval.config import IndexSettings, index_command, index_dir_for
 from codeqa.retrieval.discovery.walk import DiscoverOptions, scan_for_changes
 from codeqa.retrieval.errors import IndexNotFound
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
-from codeqa.retrieval.records import SourceFile, UnchangedFile
+from codeqa.retrieval.records import ProgressEvent, SourceFile, UnchangedFile
 
 if TYPE_CHECKING:
     from codeqa.retrieval.index import Index
@@ -78,6 +78,42 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
         indexing_now=busy,
         pending=pending,
     )
+
+
+def first_build_status(
+    root: Path, settings: IndexSettings, step: ProgressEvent | None
+) -> IndexStatus:
+    """The status of an index whose first build is running: nothing in it yet, and the
+    build's latest `step` as its pending work."""
+    from codeqa.retrieval.embedders.registry import DEFAULT_EMBEDDER
+    from codeqa.retrieval.indexing import resolve_repo
+
+    root = resolve_repo(root)
+    return IndexStatus(
+        root=str(root),
+        index_dir=str(index_dir_for(root, settings)),
+        files=0,
+        chunks=0,
+        vectors_filled_percent=0.0,
+        embedder=settings.embed_model or DEFAULT_EMBEDDER,
+        store=settings.store,
+        last_updated=None,
+        git_commit=None,
+        files_changed_since=0,
+        indexing_now=True,
+        pending=[f"the first index is being built: {build_step(step)}"],
+    )
+
+
+def build_step(step: ProgressEvent | None) -> str:
+    """A build's latest step in words: "reading files (120 found)", "chunking 30 of 88 files"."""
+    if step is None:
+        return "starting"
+    if step.phase == "scan":
+        return f"finding files ({step.done:,} found)"
+    if step.phase == "chunk":
+        return f"chunking {step.done:,} of {step.total:,} files"
+    return f"{step.phase} {step.done:,} of {step.total:,}"
 
 
 def status_text(status: IndexStatus) -> str:

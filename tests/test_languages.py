@@ -113,3 +113,22 @@ def test_lines_that_are_not_a_known_shebang_give_no_language(first_line: str) ->
 def test_every_language_name_exists_in_tree_sitter_language_pack() -> None:
     supported = set(get_args(SupportedLanguage))
     assert LANGUAGE_NAMES - supported == set()
+
+
+def test_a_language_filter_takes_names_and_their_common_short_forms():
+    from codeqa.retrieval.chunking.languages import canonical_language
+
+    spoken = {"py": "python", "ts": "typescript", "rs": "rust", "js": "javascript"}
+    spoken |= {"go": "go", "golang": "go", "java": "java", "Python": "python", "C++": "cpp"}
+    assert {name: canonical_language(name) for name in spoken} == spoken
+
+
+def test_an_unknown_language_is_refused_with_the_names_that_work():
+    from codeqa.retrieval.chunking.languages import canonical_language
+    from codeqa.retrieval.errors import UnknownLanguage
+
+    with pytest.raises(UnknownLanguage) as refused:
+        canonical_language("pyhton")
+    message = str(refused.value)
+    assert "\n" not in message and "did you mean python?" in message
+    assert all(name in message for name in ("python", "typescript", "rust", "java"))

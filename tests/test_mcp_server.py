@@ -122,7 +122,8 @@ def test_search_says_first_when_nothing_in_the_repository_answers(small_repo, in
         out_of_scope = await call(session, "search", query=asked, limit=2)
         page = out_of_scope.structured_content
         assert page["relevant"] is False
-        assert 0 <= page["relevance"] < about_code.structured_content["relevance"]
+        assert about_code.structured_content["why_not_relevant"] is None
+        assert "'kubernetes'" in page["why_not_relevant"]
         assert text_of(out_of_scope).startswith(f"{NOTHING_RELEVANT}; the closest matches follow.")
         assert len(page["results"]) == 2
         assert page["results"][0]["location"] in text_of(out_of_scope)

@@ -8,7 +8,6 @@ import pytest
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 from codeqa.retrieval.search.relevance import (
     NOTHING_RELEVANT,
-    RELEVANCE_THRESHOLD,
     assess_relevance,
     subject_words,
 )
@@ -96,6 +95,20 @@ def test_a_plain_question_about_a_named_thing_the_repository_lacks_is_not_releva
     assert not judged.relevant
 
 
+def test_a_verdict_of_not_relevant_says_in_words_which_signal_decided_it():
+    hits = [SearchHit(SCANNER, 1)]
+    graphql = assess_relevance(
+        ABOUT_THE_SCANNER.format("the scanner", " for GraphQL"), hits, _held_anywhere
+    )
+    assert graphql.score > 0.99 and not graphql.relevant  # the score alone reads "answerable"
+    assert graphql.reason == "this repository never mentions 'graphql'"
+    frame = assess_relevance("How does the scanner parse a websocket frame?", hits, _held_anywhere)
+    assert frame.reason == "this repository never mentions 'websocket' or 'frame'"
+    pods = assess_relevance("kubernetes pod autoscaler replicas", hits)
+    assert pods.reason == "the best matches hold only 0% of the question's subject words"
+    assert assess_relevance("How does py_make_scanner parse an array?", hits).reason is None
+
+
 def test_a_question_naming_the_repositorys_code_is_judged_on_all_its_words():
     # Asked of py_make_scanner itself, a word the code lacks is a detail of the question.
     question = ABOUT_THE_SCANNER.format("py_make_scanner", " for GraphQL")
@@ -170,7 +183,9 @@ def test_search_json_carries_the_relevance_verdict(small_repo, index_dir, capsys
     out_of_scope = search("How does the kubernetes horizontal pod autoscaler add replicas?")
     assert len(about_code) == 2 and all(row["relevant"] is True for row in about_code)
     assert all(row["relevant"] is False for row in out_of_scope)
-    assert all(0 <= row["relevance"] < about_code[0]["relevance"] for row in out_of_scope)
+    assert all(row["why_not_relevant"] is None for row in about_code)
+    assert all("'kubernetes'" in row["why_not_relevant"] for row in out_of_scope)
+    assert "relevance" not in out_of_scope[0]  # a score whose meaning nobody could tell
     plain = ["search", "kubernetes pod autoscaler", "--repo", str(small_repo)]
     assert main([*plain, "--index-dir", str(index_dir)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -192,7 +207,8 @@ def test_ask_says_first_that_nothing_in_the_repository_answers_an_out_of_scope_q
     assert "`json/decoder.py:" in out  # the closest matches are still listed, cited
     assert main([*args, "--json"]) == 0
     reply = json.loads(capsys.readouterr().out)
-    assert reply["relevant"] is False and 0 <= reply["relevance"] < RELEVANCE_THRESHOLD
+    assert reply["relevant"] is False and "relevance" not in reply
+    assert "'kubernetes'" in reply["why_not_relevant"]
     assert reply["answer"].startswith(f"{NOTHING_RELEVANT}; the closest matches follow.\n")
     assert "`json/decoder.py:" in reply["answer"]
 

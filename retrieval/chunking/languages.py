@@ -7,8 +7,11 @@ this module only names languages. Files of unknown type map to None (indexed as 
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
+
+from codeqa.retrieval.errors import UnknownLanguage
 
 # Languages of prose rather than code (None: plain text). Search ranks their chunks below
 # code that matches as well, and offline answers list them after code.
@@ -181,7 +184,40 @@ LANGUAGE_NAMES = (
     | {"dockerfile", "requirements"}
 )
 
+# What people call a language beside its name, where neither the name nor an extension
+# without its dot (py, ts, rs, js, rb, kt, cs: read from the table above) says it.
+_SPOKEN_NAMES: dict[str, str] = {
+    "golang": "go",
+    "node": "javascript",
+    "c++": "cpp",
+    "c#": "csharp",
+    "f#": "fsharp",
+    "objective-c": "objc",
+    "shell": "bash",
+    "py3": "python",
+}
+# Every way a language filter may name a language, lower case, to the name chunks carry.
+LANGUAGE_ALIASES: dict[str, str] = (
+    {extension[1:]: language for extension, language in _BY_EXTENSION.items()}
+    | _SPOKEN_NAMES
+    | {name: name for name in LANGUAGE_NAMES}
+)
+
 _INTERPRETER_VERSION = re.compile(r"[\d.]+$")
+
+
+def canonical_language(name: str) -> str:
+    """The language name chunks carry for `name`: the name itself in any case, or a short
+    form ("py", "ts", "rs", "golang"). An unknown name is refused with the valid ones."""
+    written = name.strip().lower()
+    if written in LANGUAGE_ALIASES:
+        return LANGUAGE_ALIASES[written]
+    close = difflib.get_close_matches(written, sorted(LANGUAGE_ALIASES), n=1)
+    hint = f" (did you mean {LANGUAGE_ALIASES[close[0]]}?)" if close else ""
+    raise UnknownLanguage(
+        f"unknown language {name!r}{hint}; languages are {', '.join(sorted(LANGUAGE_NAMES))} "
+        "(short forms such as py, ts, rs, js work too)"
+    )
 
 
 def language_for(path: str, first_line: str | None = None) -> str | None:

@@ -156,6 +156,28 @@ class Relevance:
     absent_share: float = 0.0  # share found nowhere in the repository (estimated)
     names_code: bool = True  # the question names, as code is written, something the repo holds
     named_absent_share: float = 0.0  # share of the things it names found nowhere in the repo
+    absent_words: tuple[str, ...] = ()  # the question's words found nowhere in the repository
+    absent_names: tuple[str, ...] = ()  # the things it names found nowhere in the repository
+
+    @property
+    def reason(self) -> str | None:
+        """Why the verdict is "not relevant", in words a user can check; None when relevant.
+
+        The score is one of three signals (see the module's docstring), so it alone can read
+        high on a question the repository holds nothing about: this says which one decided.
+        """
+        if self.relevant:
+            return None
+        if self.absent_names and self.named_absent_share >= NAMED_ABSENT_SHARE_LIMIT:
+            return f"this repository never mentions {_listed(self.absent_names)}"
+        if self.absent_words and self.absent_share >= ABSENT_SHARE_LIMIT:
+            return f"this repository never mentions {_listed(self.absent_words)}"
+        return f"the best matches hold only {self.all_share:.0%} of the question's subject words"
+
+
+def _listed(words: Sequence[str]) -> str:
+    quoted = [f"'{word}'" for word in words]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 def _past_form(word: str) -> bool:
@@ -192,6 +214,7 @@ def assess_relevance(
     best_share = max(len(held) for held in found) / len(words)
     score = relevance_score(all_share, best_share)
     absent_share = 0.0
+    absent_words: tuple[str, ...] = ()
     if holds_word is not None and len(held) < len(words):
         asked = [word for word in dict.fromkeys(code_tokens(question)) if word in words]
         # A number (a version, a line of a traceback) is no subject a repository names.
@@ -201,21 +224,34 @@ def assess_relevance(
             # A verb's past form the repository never spells ("where is the level checked?"
             # of code that compares it) says what is done to the subject: it never counts
             # as absent (it still counts as held), so it cannot make a question out of scope.
-            absent = sum(not holds_word(word) and not _past_form(word) for word in checked)
-            absent_share = absent / len(checked) * (1 - all_share)
+            absent_words = tuple(
+                word for word in checked if not holds_word(word) and not _past_form(word)
+            )
+            absent_share = len(absent_words) / len(checked) * (1 - all_share)
     names_code, named_absent_share = True, 0.0
+    absent_names: tuple[str, ...] = ()
     if holds_word is not None:
         written = list(dict.fromkeys(written_words(question)))
         names_code = _names_its_code(written, held, holds_word)
         if not names_code:
-            named_absent_share = _named_absent_share(question, written, words, held, holds_word)
+            absent_names, named_absent_share = _named_absent(
+                question, written, words, held, holds_word
+            )
     relevant = (
         score >= RELEVANCE_THRESHOLD
         and absent_share < ABSENT_SHARE_LIMIT
         and named_absent_share < NAMED_ABSENT_SHARE_LIMIT
     )
     return Relevance(
-        relevant, score, all_share, best_share, absent_share, names_code, named_absent_share
+        relevant,
+        score,
+        all_share,
+        best_share,
+        absent_share,
+        names_code,
+        named_absent_share,
+        absent_words,
+        absent_names,
     )
 
 
@@ -239,14 +275,15 @@ def _names_its_code(
     return False
 
 
-def _named_absent_share(
+def _named_absent(
     question: str,
     written: list[str],
     words: frozenset[str],
     held: frozenset[str],
     holds_word: Callable[[str], bool],
-) -> float:
-    """The share of the things a question names that the repository holds nowhere.
+) -> tuple[tuple[str, ...], float]:
+    """The things a question names that the repository holds nowhere, and their share of
+    all it names.
 
     A named thing is a word capitalized mid-sentence or shaped like code, taken as written:
     "WebSocket" is held only where `websocket` is (that "web" and "socket" are says nothing
@@ -271,11 +308,15 @@ def _named_absent_share(
         if parts:
             name = name_of.get(word, word).lower()
             named[name] = tuple(dict.fromkeys((*named.get(name, ()), *parts)))
-    checked = list(named.values())[:MAX_WORDS_LOOKED_UP]
+    checked = list(named.items())[:MAX_WORDS_LOOKED_UP]
     if not checked:
-        return 0.0
-    absent = sum(not all(part in held or holds_word(part) for part in parts) for parts in checked)
-    return absent / len(checked)
+        return (), 0.0
+    absent = tuple(
+        name
+        for name, parts in checked
+        if not all(part in held or holds_word(part) for part in parts)
+    )
+    return absent, len(absent) / len(checked)
 
 
 def _hit_words(hit: SearchHit) -> frozenset[str]:

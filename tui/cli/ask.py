@@ -229,7 +229,7 @@ def answer_question(
                 if relevance.relevant
                 else f"{ANSWER_NOT_RELEVANT}\n\n{answer.text}",
                 "relevant": relevance.relevant,
-                "relevance": round(relevance.score, 4),
+                "why_not_relevant": relevance.reason,
                 "vectors_filled": round(coverage.filled, 4),
             }
             print(json.dumps(reply, indent=2), file=out)

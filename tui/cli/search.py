@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def relevance_to_json(relevance: Relevance) -> dict[str, object]:
-    return {"relevant": relevance.relevant, "relevance": round(relevance.score, 4)}
+    return {"relevant": relevance.relevant, "why_not_relevant": relevance.reason}
 
 
 def hit_to_json(hit: SearchHit) -> dict[str, object]:

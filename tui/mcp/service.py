@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
+from codeqa.retrieval.chunking.languages import canonical_language
 from codeqa.retrieval.config import index_dir_for
 from codeqa.retrieval.errors import CodeqaError, IndexNotFound
 from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Reference
@@ -28,7 +29,7 @@ from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, Relevance, subject_words
 from codeqa.retrieval.search.scope import PathScope
-from codeqa.retrieval.status import IndexStatus
+from codeqa.retrieval.status import IndexStatus, build_step, first_build_status
 from codeqa.tui.graph_text import definition_line, reference_line
 from codeqa.tui.settings import Settings
 
@@ -78,7 +79,7 @@ class SearchPage:
     # Whether the best hits hold what the query asks about, judged as `codeqa search` and
     # `ask` judge it; None with all_repos (the verdict reads one repository's keywords).
     relevant: bool | None = None
-    relevance: float | None = None
+    why_not_relevant: str | None = None  # in words, when `relevant` is False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,9 @@ class ReadResult:
     end_line: int
     total_lines: int
     text: str  # numbered lines, "  12 | code"
+    # Where to read on when the lines asked for were cut (MAX_READ_LINES, the output
+    # budget); None when everything asked for is here.
+    next_start_line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +210,10 @@ class IndexService:
         """What this server is doing to its index: "opening", "refreshing", "filling vectors"
         or "idle"."""
         if not self._opened.is_set():
-            return "opening the index"
+            step = self.live.refresh_step
+            if step is None:
+                return "opening the index"
+            return f"building the index: {build_step(step)}"
         return self.live.work_now
 
     def close(self) -> None:
@@ -252,7 +259,7 @@ class IndexService:
         offset = _cursor_offset(cursor, key) if cursor else 0
         scope = PathScope(
             tuple(paths or ()),
-            languages=frozenset(language.lower() for language in languages or ()),
+            languages=frozenset(canonical_language(language) for language in languages or ()),
         )
         kept: list[tuple[SearchHit, str | None]]
         relevance: Relevance | None = None
@@ -277,9 +284,7 @@ class IndexService:
         next_cursor = _make_cursor(key, end) if len(kept) > end else None
         if relevance is None:
             return SearchPage(results, next_cursor, missing)
-        return SearchPage(
-            results, next_cursor, missing, relevance.relevant, round(relevance.score, 4)
-        )
+        return SearchPage(results, next_cursor, missing, relevance.relevant, relevance.reason)
 
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
         if start_line < 1:
@@ -308,7 +313,9 @@ class IndexService:
                 last = number - 1
                 break
             numbered.append(line)
-        return ReadResult(path, start_line, last, len(lines), "\n".join(numbered))
+        wanted = min(len(lines), end_line or len(lines))
+        more = last + 1 if last < wanted else None
+        return ReadResult(path, start_line, last, len(lines), "\n".join(numbered), more)
 
     def find_symbol(self, name: str) -> list[SymbolDefinition]:
         if not name.strip():
@@ -390,8 +397,15 @@ class IndexService:
             return self._assistant
 
     def status(self) -> IndexStatus:
-        """The shared status (retrieval.status), read from disk now."""
-        return self.live.status()
+        """The shared status (retrieval.status), read from disk now; during the first build,
+        how far it is (never "no index yet" while this server is building it)."""
+        try:
+            return self.live.status()
+        except IndexNotFound:
+            if self._opened.is_set():
+                raise
+            # Between finding no index and starting to build it.
+            return first_build_status(self.repo_root, self._settings.index, None)
 
     def refresh(self) -> RefreshResult:
         # Searches go on against the open index while the files are re-read (as the CLI
