@@ -339,12 +339,11 @@ class LiveIndex:
         """The shared status (retrieval.status), read from disk now; while this object
         builds the first index, that build's progress instead of "no index yet"."""
         if self._index is None:
-            try:
-                return index_status(self.repo, self.settings)
-            except IndexNotFound:
-                if not self._refresh_lock.locked():
-                    raise
+            if self._refresh_lock.locked():
+                # Building it: the store is not opened beside the build creating its tables
+                # (that open failed with "Table 'chunks' already exists").
                 return first_build_status(self.repo, self.settings, self._refresh_step)
+            return index_status(self.repo, self.settings)
         with self.borrow() as index:
             return index_status(self.repo, self.settings, index)
 

@@ -101,7 +101,7 @@ def first_build_status(
         git_commit=None,
         files_changed_since=0,
         indexing_now=True,
-        pending=[f"the first index is being built: {build_step(step)}"],
+        pending=[f"the index is being built: {build_step(step)}"],
     )
 
 

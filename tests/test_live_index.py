@@ -115,3 +115,27 @@ def test_a_first_build_for_searching_loads_the_model_beside_the_build_and_only_o
             assert index.loaded_embedder is not None
             assert index.search("handler_3", SearchMode.HYBRID, 3)[0].chunk.path == "module_3.py"
     assert loads == [False]
+
+
+def test_status_during_a_first_build_is_its_progress_not_no_index(tmp_path):
+    repo, index_dir = tmp_path / "repo", tmp_path / "index"
+    make_modules(repo, 4)
+    scanned, go_on = threading.Event(), threading.Event()
+
+    def hold(event) -> None:  # the build waits, mid-way, until the status was taken
+        if event.phase == "scan" and event.total:
+            scanned.set()
+            go_on.wait(30)
+
+    with LiveIndex(repo, IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL)) as live:
+        building = threading.Thread(target=live.refresh, args=(hold,))
+        building.start()
+        try:
+            assert scanned.wait(30)
+            status = live.status()
+        finally:
+            go_on.set()
+            building.join()
+        assert status.indexing_now and status.files == 0 and status.last_updated is None
+        assert status.pending == ["the index is being built: finding files (4 found)"]
+        assert live.status().files == 4  # once built, the index itself

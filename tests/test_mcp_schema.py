@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
-from test_mcp_server import call, drive, refused, text_of
+from test_mcp_server import call, drive, paths_become, refused, text_of
 
 pytestmark = pytest.mark.slow  # each test spawns a server that indexes a small repository
 
@@ -167,3 +167,128 @@ def test_initialize_is_answered_while_the_index_cannot_open_and_tools_serve_once
         drive(small_repo, index_dir, script, "--no-watch")
     finally:
         lock.__exit__(None, None, None)
+
+
+def fits_its_schema(structured: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """Every key the result carries is in its tool's schema, and every required one is there."""
+    keys = set(structured)
+    return keys <= set(schema["properties"]) and set(schema.get("required", ())) <= keys
+
+
+def test_every_tool_publishes_the_schema_of_its_results_and_the_readers_say_they_only_read(
+    small_repo, index_dir
+):
+    async def script(session: ClientSession) -> None:
+        # Listed first, so that the SDK's client checks each result against its schema.
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        for name, tool in tools.items():
+            assert tool.output_schema and tool.output_schema["type"] == "object", name
+            hints = tool.annotations
+            assert hints is not None and hints.open_world_hint is False, name
+            assert hints.read_only_hint is (name != "refresh"), name
+            assert hints.idempotent_hint is True, name
+        assert tools["refresh"].annotations.destructive_hint is False
+        calls = {
+            "search": {"query": "decode JSON document"},
+            "read": {"path": "json/decoder.py", "start_line": 1, "end_line": 5},
+            "find_symbol": {"name": "JSONDecoder"},
+            "references": {"symbol": "py_scanstring"},
+            "ask": {"question": "How are JSON strings decoded?"},
+            "status": {},
+            "refresh": {},
+        }
+        for name, arguments in calls.items():
+            result = await call(session, name, **arguments)
+            assert not result.is_error, text_of(result)
+            assert fits_its_schema(result.structured_content, tools[name].output_schema), name
+        impact = await call(session, "references", symbol="json/decoder.py", relation="impact")
+        assert fits_its_schema(impact.structured_content, tools["references"].output_schema)
+
+    drive(small_repo, index_dir, script)
+
+
+def test_a_read_past_its_cap_says_which_start_line_reads_on(small_repo, index_dir):
+    (small_repo / "json" / "long.py").write_text("".join(f"X_{n} = {n}\n" for n in range(2019)))
+
+    async def script(session: ClientSession) -> None:
+        first = await call(session, "read", path="json/long.py", start_line=1, end_line=2000)
+        assert (first.structured_content["end_line"], first.structured_content["total_lines"]) == (
+            500,
+            2019,
+        )
+        assert first.structured_content["next_start_line"] == 501
+        assert text_of(first).splitlines()[-1].endswith("read on with start_line=501)")
+        last = await call(session, "read", path="json/long.py", start_line=2001)
+        assert last.structured_content["end_line"] == 2019
+        assert last.structured_content["next_start_line"] is None
+        assert "read on" not in text_of(last)
+
+    drive(small_repo, index_dir, script)
+
+
+def test_languages_are_taken_by_name_or_short_form_and_an_unknown_one_lists_the_names(
+    small_repo, index_dir
+):
+    async def script(session: ClientSession) -> None:
+        for written in ("py", "Python", "python"):
+            found = await call(session, "search", query="decode", languages=[written])
+            results = found.structured_content["results"]
+            assert results and {r["language"] for r in results} == {"python"}, written
+        message = await refused(session, "search", query="decode", languages=["pyhton"])
+        assert "did you mean python?" in message
+        assert all(name in message for name in ("python", "typescript", "rust", "java", "go"))
+
+    drive(small_repo, index_dir, script)
+
+
+def test_every_refusal_names_its_tool_and_what_was_wrong_in_one_style(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        ill_typed = await refused(session, "search", query="decode", limit="5")
+        assert ill_typed.startswith("search: limit: ")
+        refused_by_the_tool = await refused(session, "read", path="../outside.txt")
+        assert refused_by_the_tool.startswith("read: cannot read ")
+        refused_in_the_service = await refused(session, "search", query="decode", mode="psychic")
+        assert refused_in_the_service.startswith("search: mode")
+        for message in (ill_typed, refused_by_the_tool, refused_in_the_service):
+            assert "Error executing tool" not in message
+
+    drive(small_repo, index_dir, script)
+
+
+def test_stderr_carries_no_info_lines_while_the_watcher_refreshes(small_repo, index_dir, tmp_path):
+    errlog = tmp_path / "stderr.txt"
+
+    async def script(session: ClientSession) -> None:
+        assert not (await call(session, "search", query="decode")).is_error
+        with open(small_repo / "json" / "scanner.py", "a") as source:
+            source.write("\n\ndef quollwatched():\n    return 'new'\n")
+        await paths_become(session, "quollwatched", ["json/scanner.py"])
+        await refused(session, "read", path="../outside.txt")  # the SDK logs refusals at INFO
+
+    drive(small_repo, index_dir, script, errlog=errlog)
+    logged = errlog.read_text()
+    assert "change detected" not in logged and "INFO" not in logged, logged
+
+
+def test_status_during_the_first_build_answers_with_its_progress(tmp_path):
+    from generated_repo import write_generated_repo
+
+    repo = write_generated_repo(tmp_path / "repo", files=300, functions=6, packages=10)
+
+    async def script(session: ClientSession) -> None:
+        result = await call(session, "status")  # at once: the server is building the index
+        assert not result.is_error, text_of(result)
+        status = result.structured_content
+        assert status["pending"][0].startswith("the index is being built: ")
+        assert status["server_work"].startswith(("opening the index", "building the index"))
+        assert status["last_updated"] is None and status["files"] == 0
+        for _ in range(600):  # once built, the index itself
+            result = await call(session, "status")
+            assert not result.is_error, text_of(result)
+            status = result.structured_content
+            if status["files"]:
+                break
+            await anyio.sleep(0.1)
+        assert status["files"] == 300
+
+    drive(repo, tmp_path / "index", script, "--no-watch")

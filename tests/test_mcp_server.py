@@ -18,8 +18,11 @@ pytestmark = pytest.mark.slow  # each test spawns a server that indexes a small 
 Session = Callable[[ClientSession], Awaitable[None]]
 
 
-def drive(repo: Path, index_dir: Path, script: Session, *flags: str) -> None:
-    """Start `codeqa mcp` on `repo` and run `script` against an initialised client session."""
+def drive(
+    repo: Path, index_dir: Path, script: Session, *flags: str, errlog: Path | None = None
+) -> None:
+    """Start `codeqa mcp` on `repo` and run `script` against an initialised client session;
+    the server's stderr goes to `errlog` (if given)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -36,8 +39,8 @@ def drive(repo: Path, index_dir: Path, script: Session, *flags: str) -> None:
     )
 
     async def main() -> None:
-        with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
+        with open(errlog or os.devnull, "w") as stderr:
+            async with stdio_client(params, errlog=stderr) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     with anyio.fail_after(60):
@@ -209,6 +212,9 @@ def test_references_follow_the_code_graph_and_refuse_what_it_cannot_answer(small
 
         impact = await call(session, "references", symbol="json/decoder.py", relation="impact")
         assert "json/__init__.py" in impact.structured_content["importers"]
+        # How each file is reached: through the import of the decoder.
+        assert impact.structured_content["imports"]["json/__init__.py"] == "json/decoder.py"
+        assert "json/__init__.py  [imports json/decoder.py]" in text_of(impact)
 
         assert "no_such_function" in await refused(session, "references", symbol="no_such_function")
         assert "relation" in await refused(session, "references", symbol="x", relation="friends")

@@ -6,6 +6,7 @@ On stdio, stdout carries the protocol, so everything for people goes to stderr.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -69,6 +70,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def log_for_clients() -> None:
+    """Warnings and errors of every library, one plain line each, on stderr: what an MCP
+    client logs. Set before the SDK would set its own (Rich-formatted, from INFO up: each
+    call, and the file watcher's "1 change detected")."""
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="codeqa: %(levelname)s: %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Lower levels set by a library on its own logger would still pass: not below WARNING.
+    for name in ("mcp", "watchfiles", "uvicorn", "httpx"):
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logger.level, logging.WARNING))
+
+
 def http_address(value: str) -> tuple[str, int]:
     """(host, port) from "PORT" or "HOST:PORT"; the host is loopback unless one is given."""
     host, _, port = value.rpartition(":")
@@ -83,6 +99,7 @@ def http_address(value: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    log_for_clients()
     access = None
     if args.http:  # refused before any indexing
         from codeqa.tui.mcp.http import http_access

@@ -2,7 +2,12 @@
 
 The text is what the agent's model reads; the structured content carries the same answer's
 fields (locations, scores, counts) for the agent's own code, without the code and prose
-the text already holds, so that a result does not cost its tokens twice.
+the text already holds, so that a result does not cost its tokens twice. Each tool
+publishes the shape of its structured content as `outputSchema` (schemas.py), and every
+tool but `refresh` is annotated read-only, so that a client may approve it without asking.
+
+Every refusal reads `TOOL: what was wrong`, one line, whether the SDK refused the
+arguments or the tool refused the call.
 """
 
 from __future__ import annotations
@@ -24,6 +29,15 @@ from codeqa.tui.graph_text import (
     references_to_json,
     unresolved_hint,
 )
+from codeqa.tui.mcp.schemas import (
+    AskOutput,
+    FindSymbolOutput,
+    ReadOutput,
+    ReferencesOutput,
+    RefreshOutput,
+    SearchOutput,
+    StatusOutput,
+)
 from codeqa.tui.mcp.service import (
     MAX_IMPACT_DEPTH,
     MAX_SEARCH_LIMIT,
@@ -35,8 +49,8 @@ from codeqa.tui.mcp.service import (
 )
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 T = TypeVar("T")
@@ -60,10 +74,20 @@ INSTRUCTIONS = (
 )
 
 
-class CodeqaServer(MCPServer):
-    """MCPServer whose refusals of ill-typed arguments are one line, like every other refusal.
+# Hints a client reads to approve a call without asking: the tool changes nothing, calling
+# it again changes nothing more, and it reaches nothing beyond this repository and index.
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+# `refresh` writes the index (never the repository's files): a second call finds nothing new.
+WRITES_THE_INDEX = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
-    The SDK reports them with pydantic's multi-line text (input value and a docs URL).
+
+class CodeqaServer(MCPServer):
+    """MCPServer whose refusals all read `TOOL: what was wrong`, on one line.
+
+    The SDK reports ill-typed arguments with pydantic's multi-line text (input value and a
+    docs URL), and a tool's own refusal as "Error executing tool TOOL: …".
     """
 
     async def call_tool(
@@ -71,25 +95,36 @@ class CodeqaServer(MCPServer):
     ) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as error:  # a crash: its text stays in the server's log
+            raise UnexpectedToolError(f"{name}: unexpected error (see the server's log)") from error
         except ToolError as error:
             cause = error.__cause__
-            if not isinstance(cause, ValidationError):
-                raise
-            problems = cause.errors()
-            first = problems[0]
-            where = ".".join(str(part) for part in first["loc"]) or "arguments"
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise ToolError(f"{name}: {where}: {first['msg']}{more}") from cause
+            if isinstance(cause, ValidationError):
+                problems = cause.errors()
+                first = problems[0]
+                where = ".".join(str(part) for part in first["loc"]) or "arguments"
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise ToolError(f"{name}: {where}: {first['msg']}{more}") from cause
+            # The tool's own one-line refusal (from _call), or the SDK's "Unknown tool".
+            message = str(cause) if isinstance(cause, ToolError) else str(error)
+            raise ToolError(f"{name}: {message}") from cause
 
 
 def build_server(service: IndexService) -> MCPServer:
     """An MCP server whose tools call `service`; run it with `.run("stdio")`."""
-    server = CodeqaServer(name="codeqa", version=codeqa_version(), instructions=INSTRUCTIONS)
+    # Warnings and worse only: an MCP client logs the server's stderr, and the SDK's INFO
+    # lines (each call, each refusal) are not for it.
+    server = CodeqaServer(
+        name="codeqa", version=codeqa_version(), instructions=INSTRUCTIONS, log_level="WARNING"
+    )
 
-    def tool(function: Callable[..., CallToolResult]) -> None:
-        # The docstring as the agent reads it: without the indentation of the source.
+    def tool(function: Callable[..., CallToolResult], annotations: ToolAnnotations) -> None:
+        # The docstring as the agent reads it: without the indentation of the source. The
+        # return annotation, Annotated[CallToolResult, TheOutput], is the output schema.
         description = inspect.cleandoc(function.__doc__ or "")
-        server.add_tool(function, description=description, structured_output=False)
+        server.add_tool(
+            function, description=description, annotations=annotations, structured_output=True
+        )
 
     def search(
         query: Query,
@@ -99,13 +134,14 @@ def build_server(service: IndexService) -> MCPServer:
         languages: list[str] | None = None,
         cursor: str | None = None,
         all_repos: bool = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, SearchOutput]:
         """Find the code that answers a question or matches words, ranked, as path:start-end.
 
         Use instead of grep when you do not know the exact text or file: it ranks whole
         functions and classes by meaning and keywords, and shows each one's lines that
         hold the query's words. `mode`: hybrid (default), bm25 (keywords only) or vector.
-        `paths`: glob filters such as "src/*.py"; `languages`: e.g. ["python"]. Pass
+        `paths`: glob filters such as "src/*.py"; `languages`: names or short forms, e.g.
+        ["python", "ts"]. Pass
         `next_cursor` back as `cursor` (same query and filters) for more results.
         `all_repos`: search every repository indexed in the same shared Weaviate store,
         each result labelled [repository] (only `read` this repository's files). Output
@@ -117,20 +153,28 @@ def build_server(service: IndexService) -> MCPServer:
             del result["snippet"]
         return _result(_search_text(page), structured)
 
-    def read(path: str, start_line: Line = 1, end_line: Line | None = None) -> CallToolResult:
+    def read(
+        path: str, start_line: Line = 1, end_line: Line | None = None
+    ) -> Annotated[CallToolResult, ReadOutput]:
         """Numbered lines start_line..end_line of one repository file (at most 500 lines).
 
         Use with the path:start-end a search or find_symbol gave instead of reading whole
         files. Paths are relative to the repository root; files outside it, ignored files
-        and secrets are refused.
+        and secrets are refused. A longer range is cut: the last line (and `next_start_line`)
+        says where to read on.
         """
         found = _call(service.read, path, start_line, end_line)
         head = f"{found.path}:{found.start_line}-{found.end_line} (of {found.total_lines} lines)"
+        text = f"{head}\n{found.text}"
+        if found.next_start_line is not None:
+            text += (
+                f"\n(cut at line {found.end_line}: read on with start_line={found.next_start_line})"
+            )
         structured = asdict(found)
         del structured["text"]
-        return _result(f"{head}\n{found.text}", structured)
+        return _result(text, structured)
 
-    def find_symbol(name: str) -> CallToolResult:
+    def find_symbol(name: str) -> Annotated[CallToolResult, FindSymbolOutput]:
         """Where a function, class, method or top-level constant is defined: path:start-end,
         kind, signature and the chunk holding it.
 
@@ -147,7 +191,7 @@ def build_server(service: IndexService) -> MCPServer:
 
     def references(
         symbol: str, relation: GraphRelation = "callers", depth: Depth = 2
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ReferencesOutput]:
         """Who calls a function, what it calls, everything naming it, or what depends on it.
 
         From the code graph (Python, JS/TS, Go, Rust, Java), with each call resolved to its
@@ -155,13 +199,14 @@ def build_server(service: IndexService) -> MCPServer:
         matches other things of the same name. `relation`: "callers" (call sites resolved
         to `symbol`), "callees" (the calls `symbol` makes), "references" (calls, imports,
         subclasses and unresolved same-name calls) or "impact" (transitive callers,
-        importers and tests up to `depth` hops; `symbol` may be a file path). `symbol`:
+        importers and tests up to `depth` hops, each with the call or import it is reached
+        through; `symbol` may be a file path). `symbol`:
         a name ("get"), a dotted tail ("Session.get") or a module path ("requests.api.get").
         """
         found = _call(service.code_graph, symbol, relation, depth)
         return _result(_graph_text(symbol, found), _graph_structured(symbol, found))
 
-    def ask(question: Query) -> CallToolResult:
+    def ask(question: Query) -> Annotated[CallToolResult, AskOutput]:
         """A cited answer to a question about this repository, every claim with path:start-end.
 
         Use for "how does X work" questions spanning several files; citations are checked
@@ -172,9 +217,10 @@ def build_server(service: IndexService) -> MCPServer:
         del structured["answer"]
         return _result(answer.answer, structured)
 
-    def status() -> CallToolResult:
+    def status() -> Annotated[CallToolResult, StatusOutput]:
         """Whether the index is current: files, chunks, vectors filled %, last update and git
-        commit, files changed since, and what indexing is running or pending now.
+        commit, files changed since, and what indexing is running or pending now (while
+        the first index is built: how far it is).
 
         Call when results look stale or before relying on vector (meaning) search.
         """
@@ -185,7 +231,7 @@ def build_server(service: IndexService) -> MCPServer:
         text = f"{status_text(current)}\nthis server: {work}"
         return _result(text, asdict(current) | {"server_work": work})
 
-    def refresh() -> CallToolResult:
+    def refresh() -> Annotated[CallToolResult, RefreshOutput]:
         """Re-read files changed on disk (keywords at once, no waiting for vectors).
 
         Call after editing files, before searching for what you just wrote.
@@ -200,8 +246,11 @@ def build_server(service: IndexService) -> MCPServer:
             )
         return _result(text, asdict(done))
 
-    for function in (search, read, find_symbol, references, ask, status, refresh):
-        tool(function)
+    for function in (search, read, find_symbol, references, status):
+        tool(function, READ_ONLY)
+    # With a model, `ask` sends the question and the code it found to that model's provider.
+    tool(ask, READ_ONLY.model_copy(update={"open_world_hint": service.model is not None}))
+    tool(refresh, WRITES_THE_INDEX)
     return server
 
 
@@ -242,7 +291,10 @@ def _graph_text(symbol: str, found: GraphResult) -> str:
 
 def _graph_structured(symbol: str, found: GraphResult) -> dict[str, Any]:
     if found.impact is not None:
-        return impact_to_json(symbol, found.impact) | {"left_out": found.left_out}
+        return impact_to_json(symbol, found.impact) | {
+            "relation": found.relation,
+            "left_out": found.left_out,
+        }
     return references_to_json(symbol, found.definitions, found.references) | {
         "relation": found.relation,
         "left_out": found.left_out,

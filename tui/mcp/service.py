@@ -125,6 +125,8 @@ class AskResult:
     answer: str
     citations: list[str]
     notes: list[str]
+    relevant: bool = True
+    why_not_relevant: str | None = None  # in words, when `relevant` is False
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,14 +208,18 @@ class IndexService:
             raise ToolInputError(str(error).strip().splitlines()[0] or type(error).__name__)
 
     @property
+    def model(self) -> str | None:
+        """The model `ask` writes answers with; None offline."""
+        return self._settings.model
+
+    @property
     def work_now(self) -> str:
         """What this server is doing to its index: "opening", "refreshing", "filling vectors"
         or "idle"."""
         if not self._opened.is_set():
-            step = self.live.refresh_step
-            if step is None:
+            if self.live.work_now != "refreshing":
                 return "opening the index"
-            return f"building the index: {build_step(step)}"
+            return f"building the index: {build_step(self.live.refresh_step)}"
         return self.live.work_now
 
     def close(self) -> None:
@@ -383,9 +389,16 @@ class IndexService:
         with self._borrow() as index:
             answer = self._assistant_for(index).ask(question, retriever=index, remember=False)
         text = answer.text
-        if answer.relevance is not None and not answer.relevance.relevant:
+        relevance = answer.relevance
+        if relevance is not None and not relevance.relevant:
             text = f"{ANSWER_NOT_RELEVANT}\n\n{text}"
-        return AskResult(text, [str(c) for c in answer.citations], answer.notes)
+        return AskResult(
+            text,
+            [str(c) for c in answer.citations],
+            answer.notes,
+            relevance is None or relevance.relevant,
+            None if relevance is None else relevance.reason,
+        )
 
     def _assistant_for(self, index: Index) -> Assistant:
         """The one assistant of this server (its imports and graph are built once)."""
