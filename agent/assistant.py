@@ -15,6 +15,7 @@ from codeqa.agent.nodes import AgentContext
 from codeqa.agent.prompts import QUESTION_CUT_NOTE
 from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
+from codeqa.agent.small_talk import small_talk_reply
 from codeqa.agent.state import CHECKPOINT_TYPES, fresh_turn
 from codeqa.agent.tools import RepoTools
 from codeqa.retrieval.errors import EmptyQuestion, IndexNotFound
@@ -29,6 +30,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
+# The verdict on small talk: it asked the repository nothing, so nothing is missing from it.
+NOTHING_ASKED = Relevance(relevant=True, score=1.0, all_share=1.0, best_share=1.0)
 # Encoding used to count evidence tokens: close enough for every current model family
 # to keep the prompt inside the budget, and bundled with litellm (no download).
 TOKEN_ENCODING = "cl100k_base"
@@ -90,6 +93,19 @@ class Assistant:
         retriever = self.retriever if retriever is None else retriever
         if not remember:
             thread_id = f"once-{uuid.uuid4().hex}"
+        reply = small_talk_reply(question)
+        if reply is not None:  # "hello", "thanks!": nothing to search for
+            if on_token is not None:
+                on_token(reply)
+            return Answer(
+                text=reply,
+                citations=[],
+                queries=[],
+                sources=[],
+                model=self.settings.model,
+                seconds=time.perf_counter() - started,
+                relevance=NOTHING_ASKED,
+            )
         question, notes = self._capped(question.strip())
         context = AgentContext(
             retriever=retriever,
@@ -119,7 +135,8 @@ class Assistant:
             usage=state.get("usage") or Usage(),
             seconds=time.perf_counter() - started,
             notes=notes + state["notes"],
-            relevance=self._relevance(question, state.get("question_hits"), retriever),
+            # Judged on the question as searched: a follow-up names what it points back at.
+            relevance=self._relevance(state["question"], state.get("question_hits"), retriever),
         )
 
     def _relevance(

@@ -12,7 +12,14 @@ from codeqa.agent.evidence import TokenCounter, build_evidence
 from codeqa.agent.links import defang_links, links_note
 from codeqa.agent.llm import LLMClient, TokenCallback
 from codeqa.agent.offline import offline_draft
-from codeqa.agent.planner import asked_graph_queries, key_phrase, plan_offline, plan_with_model
+from codeqa.agent.planner import (
+    asked_graph_queries,
+    key_phrase,
+    plan_offline,
+    plan_with_model,
+    point_back,
+    subject_of,
+)
 from codeqa.agent.prompts import (
     SEARCH_REQUEST_PREFIX,
     TokenCutter,
@@ -68,11 +75,14 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     context = runtime.context
     history = state.get("history", [])[-context.settings.history_turns :]
     limit = context.settings.max_queries
+    # The question as every later step reads it (searches, the relevance verdict, the
+    # prompt, the next turn's history): "who calls it?" names what "it" is.
+    question = point_back(state["question"], history)
     if context.llm is None:
-        return {"queries": plan_offline(state["question"], history, limit)}
+        return {"question": question, "queries": plan_offline(question, history, limit)}
     fitted = fit_prompt(
         lambda question, _evidence, turns: planner_messages(question, turns),
-        state["question"],
+        question,
         [],
         history,
         context.llm.prompt_budget(),
@@ -83,6 +93,7 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         context.llm, fitted.question, fitted.history, limit, cancel=context.cancel
     )
     return {
+        "question": question,
         "queries": planned.queries,
         "usage": _added(state.get("usage", Usage()), planned.usage),
         "plan_notes": planned.notes,
@@ -206,7 +217,9 @@ def verify(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         "text": text,
         "citations": checked.citations,
         "notes": notes,
-        "history": [Turn(state["question"], text)],
+        "history": [
+            Turn(state["question"], text, subject_of(state["question"], state.get("hits", [])))
+        ],
     }
 
 

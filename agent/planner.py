@@ -19,6 +19,7 @@ from codeqa.agent.answer import Usage
 from codeqa.agent.llm import LLMClient
 from codeqa.agent.prompts import planner_messages
 from codeqa.agent.state import Query, QueryKind, Turn
+from codeqa.retrieval.records import SearchHit
 from codeqa.retrieval.search.query import analyze_query
 
 # Words too common in questions to be worth a search of their own.
@@ -35,7 +36,19 @@ STOPWORDS = frozenset(
 )
 # How a question shows it continues the last one (see `_is_follow_up`).
 _CONTINUATION = re.compile(r"(?:and|also|but|so|then|or|what about|how about|what else)\b")
-_BACK_REFERENCES = frozenset("it its it's itself they them their those these".split())
+# Words that point back, and what each becomes with the subject in its place.
+_BACK_REFERENCES = {
+    "it": "{}",
+    "its": "{}'s",
+    "it's": "{} is",
+    "itself": "{}",
+    "they": "{}",
+    "them": "{}",
+    "their": "{}'s",
+    "those": "{}",
+    "these": "{}",
+}
+_WORD = re.compile(r"[A-Za-z']+")
 _DEMONSTRATIVES = frozenset("this that there".split())
 _WHOLE_REPOSITORY = frozenset("repo repository project codebase library package app tool".split())
 _POINTING_VERBS = frozenset(
@@ -61,13 +74,7 @@ _CALLEES_OF = re.compile(
 
 def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) -> list[Query]:
     """Searches for `question` from its text alone: exact terms first, then key phrases."""
-    analysis = analyze_query(question)
-    exact = [Query(QueryKind.PATH, frame.path, frame.line) for frame in analysis.frames]
-    exact.extend(Query(QueryKind.GREP, e.message[:ERROR_GREP_CHARS]) for e in analysis.errors)
-    exact.extend(Query(QueryKind.GREP, phrase) for phrase in analysis.phrases)
-    exact.extend(Query(QueryKind.PATH, path) for path in analysis.paths)
-    exact.extend(Query(QueryKind.SYMBOL, symbol) for symbol in analysis.symbols)
-    exact.extend(asked_graph_queries(question))
+    exact = _exact_queries(question)
     searches = [Query(QueryKind.SEARCH, question.strip())]
     phrase = key_phrase(question)
     if phrase and phrase != question.strip():
@@ -77,6 +84,53 @@ def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) ->
         combined = f"{key_phrase(previous.question)} {phrase}".strip()
         searches.append(Query(QueryKind.SEARCH, combined))
     return _unique(exact + searches)[:limit]
+
+
+def _exact_queries(question: str) -> list[Query]:
+    """The names, files, errors and quoted text the question gives, and the graph lists it
+    asks for: each looked up exactly."""
+    analysis = analyze_query(question)
+    exact = [Query(QueryKind.PATH, frame.path, frame.line) for frame in analysis.frames]
+    exact.extend(Query(QueryKind.GREP, e.message[:ERROR_GREP_CHARS]) for e in analysis.errors)
+    exact.extend(Query(QueryKind.GREP, phrase) for phrase in analysis.phrases)
+    exact.extend(Query(QueryKind.PATH, path) for path in analysis.paths)
+    exact.extend(Query(QueryKind.SYMBOL, symbol) for symbol in analysis.symbols)
+    exact.extend(asked_graph_queries(question))
+    return exact
+
+
+def subject_of(question: str, hits: Sequence[SearchHit]) -> str | None:
+    """What an answered question was about, for a follow-up to point back at: the first
+    name it gave ("where is JSONDecoder defined?"), else the symbol of the best hit."""
+    symbols = analyze_query(question).symbols
+    if symbols:
+        return symbols[0]
+    return next((hit.chunk.symbol for hit in hits[:1] if hit.chunk.symbol), None)
+
+
+def point_back(question: str, history: Sequence[Turn]) -> str:
+    """`question` with the words that point back at the last answer's subject replaced by
+    it: "who calls it?" after "where is JSONDecoder defined?" is "who calls JSONDecoder?",
+    so that its searches look for JSONDecoder, not for the last question's words.
+
+    Unchanged when there is no subject to point at, or the question names its own ("does
+    Session use it?" still searches for Session, and "it" is left to the searches).
+    """
+    subject = history[-1].subject if history else None
+    if subject is None or _exact_queries(question):
+        return question
+    words = [match.group().lower() for match in _WORD.finditer(question)]
+    pieces: list[str] = []
+    end = 0
+    for index, match in enumerate(_WORD.finditer(question)):
+        word = words[index]
+        # "there" is a place, not a name to search for: left as it is.
+        pointing = word in ("this", "that") and _points_back(words, index)
+        if word in _BACK_REFERENCES or pointing:
+            written = _BACK_REFERENCES.get(word, "{}").format(subject)
+            pieces += [question[end : match.start()], written]
+            end = match.end()
+    return "".join(pieces) + question[end:] if pieces else question
 
 
 def asked_graph_queries(question: str) -> list[Query]:

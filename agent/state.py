@@ -37,6 +37,9 @@ class Turn:
 
     question: str
     answer: str
+    # What it was about, for a follow-up to point back at ("who calls it?"): the first name
+    # the question gave, else the symbol of the best hit (agent/planner.py, `subject_of`).
+    subject: str | None = None
 
 
 class AgentState(TypedDict, total=False):

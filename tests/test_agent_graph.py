@@ -275,3 +275,19 @@ def test_window_too_small_for_any_question_is_one_clear_error(retriever, scripte
     with pytest.raises(LLMError, match="context window"):
         Assistant(retriever, settings(context_window=100)).ask("What does `scanner` do?")
     assert model.calls == []
+
+
+def test_small_talk_is_answered_without_asking_the_model_or_searching(retriever, scripted):
+    model = scripted(PLAN, cite_first_shown)
+    answer = Assistant(retriever, settings()).ask("thanks!")
+    assert model.calls == [] and answer.queries == [] and answer.citations == []
+    assert answer.text and answer.usage.prompt_tokens == 0
+
+
+def test_a_follow_up_that_points_back_is_planned_with_what_it_points_at(retriever, scripted):
+    model = scripted(PLAN, cite_first_shown, PLAN, cite_first_shown)
+    assistant = Assistant(retriever, settings())
+    assistant.ask("Where is py_make_scanner defined?", thread_id="t")
+    answer = assistant.ask("who calls it?", thread_id="t")
+    assert "callers:py_make_scanner" in answer.queries
+    assert "who calls py_make_scanner?" in model.calls[2][-1]["content"]

@@ -302,3 +302,48 @@ def test_an_assistant_without_settings_answers_offline_whatever_the_environment(
     environment of its own, so a CODEQA_MODEL the caller did not pass changes nothing."""
     monkeypatch.setenv("CODEQA_MODEL", "openai/gpt-4o-mini")
     assert Assistant(json_index).settings == AgentSettings()
+
+
+SMALL_TALK = ["hello", "hi there", "thanks!", "thank you", "ok cool", "bye"]
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+@pytest.mark.parametrize("message", SMALL_TALK)
+def test_small_talk_gets_a_short_reply_and_searches_nothing(assistant, message):
+    streamed: list[str] = []
+    answer = assistant.ask(message, thread_id="small-talk", on_token=streamed.append)
+    assert answer.queries == [] and answer.citations == [] and answer.sources == []
+    assert 0 < len(answer.text) < 200 and "`json/" not in answer.text
+    assert streamed == [answer.text]  # the chat shows it as it shows any answer
+    assert answer.relevance is not None and answer.relevance.relevant
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_a_question_that_opens_with_thanks_is_still_searched(assistant):
+    answer = assistant.ask("thanks, and where is JSONDecodeError raised?")
+    assert answer.queries and answer.citations
+    assert answer.citations[0].path == "json/decoder.py"
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_a_follow_up_that_points_back_searches_for_what_it_points_at(assistant):
+    assistant.ask("where is py_scanstring defined?", thread_id="pointing")
+    callers = assistant.ask("who calls it?", thread_id="pointing")
+    assert "callers:py_scanstring" in callers.queries
+    assert not any("defined" in query for query in callers.queries)
+    assert callers.citations[0].path == "json/decoder.py"
+    returns = assistant.ask("what does that return?", thread_id="pointing")
+    assert "what does py_scanstring return?" in returns.queries
+    tested = assistant.ask("where are they tested?", thread_id="pointing")
+    assert any("py_scanstring" in query for query in tested.queries)
+
+
+def test_a_word_that_points_back_becomes_the_last_answers_subject():
+    from codeqa.agent.planner import point_back
+
+    history = [Turn("where is JSONDecoder defined?", "In json/decoder.py…", "JSONDecoder")]
+    assert point_back("who calls it?", history) == "who calls JSONDecoder?"
+    assert point_back("what are its attributes?", history) == "what are JSONDecoder's attributes?"
+    # A question with its own subject, or no subject to point at, is left as it is.
+    assert point_back("who calls py_scanstring?", history) == "who calls py_scanstring?"
+    assert point_back("who calls it?", [Turn("hello", "Hello!")]) == "who calls it?"
