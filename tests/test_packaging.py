@@ -39,3 +39,15 @@ def test_data_folders_are_listed_with_the_files_they_ship():
         if not (folder / "__init__.py").exists():
             patterns = SETUPTOOLS["package-data"].get(package, [])
             assert any(any(folder.glob(pattern)) for pattern in patterns), package
+
+
+def test_codeqa_version_prints_the_installed_version_and_exits_0():
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "codeqa.tui", "--version"], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"codeqa {importlib.metadata.version('codeqa')}\n"

@@ -12,6 +12,7 @@ from contextlib import suppress
 from typing import NoReturn, TextIO, cast
 
 from codeqa.retrieval.offline import prepare_offline_environment
+from codeqa.tui import codeqa_version
 from codeqa.tui.terminal_text import VisibleStream
 
 # Each command group lives in its own module exposing `register(subparsers)`.
@@ -50,6 +51,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="codeqa",
         description="Answer questions about a code repository, citing file:start-end.",
     )
+    parser.add_argument("--version", action="version", version=f"codeqa {codeqa_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in modules:

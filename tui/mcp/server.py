@@ -12,7 +12,6 @@ arguments or the tool refused the call.
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
 from collections.abc import Callable
 from dataclasses import asdict
@@ -22,6 +21,7 @@ from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
 from codeqa.retrieval.status import status_text
+from codeqa.tui import codeqa_version
 from codeqa.tui.graph_text import (
     impact_lines,
     impact_to_json,
@@ -252,14 +252,6 @@ def build_server(service: IndexService) -> MCPServer:
     tool(ask, READ_ONLY.model_copy(update={"open_world_hint": service.model is not None}))
     tool(refresh, WRITES_THE_INDEX)
     return server
-
-
-def codeqa_version() -> str:
-    """The installed codeqa's version, as the server reports it in `initialize`."""
-    try:
-        return importlib.metadata.version("codeqa")
-    except importlib.metadata.PackageNotFoundError:  # run from a tree never installed
-        return "unknown"
 
 
 def _call(method: Callable[..., T], *args: object) -> T:
