@@ -150,3 +150,24 @@ def test_megabyte_query_is_cut_with_one_notice_and_costs_what_its_first_part_cos
     question = ("How does the scanner decode numbers? " * 700)[:22_778]
     assert main(["search", question, "--repo", str(small_repo), "--index-dir", str(index_dir)]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_search_keeps_to_the_languages_named_by_name_or_short_form(small_repo, index_dir, capsys):
+    (small_repo / "json" / "wire.js").write_text(
+        "export function decodeFrame(bytes) {\n  return bytes;\n}\n"
+    )
+    where = ["--repo", str(small_repo), "--index-dir", str(index_dir)]
+    assert main(["index", str(small_repo), "--index-dir", str(index_dir), "--no-embed"]) == 0
+    capsys.readouterr()
+
+    def paths(*language: str) -> set[str]:
+        assert main(["search", "decode", *where, "--mode", "bm25", "--json", *language]) == 0
+        return {json.loads(line)["path"] for line in capsys.readouterr().out.splitlines()}
+
+    assert paths("--language", "js") == {"json/wire.js"}
+    in_python = paths("--language", "py")
+    assert in_python and all(path.endswith(".py") for path in in_python)
+    assert paths("--language", "Python") == in_python
+    assert main(["search", "decode", *where, "--language", "pyhton"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "did you mean python?" in err and "typescript" in err

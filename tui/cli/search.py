@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from codeqa.retrieval.chunking.languages import canonical_language
 from codeqa.retrieval.config import index_command
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import RepositoryHit, SearchHit, SearchMode
@@ -58,6 +59,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--weaviate-url), each result labelled with its repository",
     )
     add_path_argument(parser)
+    parser.add_argument(
+        "--language",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only results in these languages (repeatable): a name or a short form, "
+        "e.g. python or py, typescript or ts, rust or rs",
+    )
     parser.add_argument(
         "--queries-file",
         type=Path,
@@ -113,8 +122,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadQueriesFile("--limit must be at least 1")
     if not args.query and not args.queries_file:
         raise BadQueriesFile("give a QUERY or --queries-file")
-    if args.all_repos and args.path:
-        raise BadQueriesFile("--all-repos searches whole repositories; leave out --path")
+    if args.all_repos and (args.path or args.language):
+        raise BadQueriesFile(
+            "--all-repos searches whole repositories; leave out --path and --language"
+        )
+    languages = tuple(dict.fromkeys(canonical_language(name) for name in args.language))
     repo = repository_from_args(args.repo, "searching", limited=True)
     settings = settings_from_args(args, repo.root)
     queries = read_queries(args.queries_file) if args.queries_file else []
@@ -135,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         query_ids=tuple(query_id for query_id, _question in queries),
         queries=tuple(question for _query_id, question in queries),
         trust_flags=trust_flags(args),
+        languages=languages,
     )
     reply = warm_reply(repo.root, settings.index, settings.warm, request)
     if reply is not None:
@@ -151,7 +164,7 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
     from codeqa.retrieval.search.scope import PathScope
 
     mode = SearchMode(request.mode)
-    scope = PathScope(request.paths, folder=request.folder)
+    scope = PathScope(request.paths, folder=request.folder, languages=frozenset(request.languages))
     missing = live.vectors_missing() if mode is not SearchMode.BM25 else 0
     with live.borrow() as index:
         if missing:

@@ -70,6 +70,7 @@ class SearchRequest:
         "query_ids": tuple,
         "queries": tuple,
         "trust_flags": tuple,
+        "languages": tuple,
     }
 
     query: str
@@ -81,6 +82,7 @@ class SearchRequest:
     query_ids: tuple[str, ...] = ()  # --queries-file: one id per query in `queries`
     queries: tuple[str, ...] = ()
     trust_flags: tuple[str, ...] = ()  # what a printed fix repeats (cli/common.trust_flags)
+    languages: tuple[str, ...] = ()  # --language, as chunks name them ("python")
 
 
 @dataclass(frozen=True, slots=True)
