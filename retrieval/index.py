@@ -409,7 +409,12 @@ class Index:
             )
             try:
                 return fill_vectors(
-                    self._store, cache, self.embedder, progress or (lambda e: None), cancel
+                    self._store,
+                    cache,
+                    self.embedder,
+                    progress or (lambda e: None),
+                    cancel,
+                    directory=self.directory,
                 )
             finally:
                 cache.close()

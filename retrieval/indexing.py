@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import os
 import shlex
 import shutil
 import threading
@@ -21,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import IO
@@ -77,6 +78,7 @@ from codeqa.retrieval.records import (
     UnchangedFile,
 )
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
+from codeqa.retrieval.status import FillProgress
 from codeqa.retrieval.stores.protocol import Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
@@ -345,7 +347,7 @@ def build_index(
                     settled.result()
                 report.seconds_to_searchable = time.perf_counter() - started
                 if embed and store.ids_missing_vectors():
-                    fill_vectors(store, cache, embedder, notify, cancel, report)
+                    fill_vectors(store, cache, embedder, notify, cancel, report, directory)
                     # The rows the fill rewrote are settled again, as before the fill: its own
                     # optimize alone left 7 of 12 BM25 top 10s unlike a clean build's after
                     # an interrupted fill resumed with edits (test_updates_equal_a_clean_build).
@@ -611,6 +613,8 @@ def _store_chunks(
                 [keywords[i] for i in without_vectors],
             )
         report.chunks_added += len(chunks)
+        # A chunk cut twice with the same lines and text (one id) is stored once.
+        report.chunks_repeated += len(chunks) - len({chunk.chunk_id for chunk in chunks})
         for file in batch:
             manifest.files[file.path] = file.sha256
             _record_stamp(manifest, file)
@@ -628,23 +632,29 @@ def fill_vectors(
     notify: ProgressCallback,
     cancel: threading.Event | None = None,
     report: IndexReport | None = None,
+    directory: Path | None = None,
 ) -> int:
     """Embed every stored chunk that has no vector yet; returns how many were embedded.
 
     Each embedded batch goes to the vector cache at once, so stopping at any point
     keeps all finished work; the store is written in larger batches because each
-    store write has a fixed cost (~0.3 s in LanceDB) whatever its size.
+    store write has a fixed cost (~0.3 s in LanceDB) whatever its size. With `directory`
+    (the index's folder; the caller holds its lock) the progress is written there after
+    every batch, for `codeqa status` in any process (status.FillProgress).
     """
     embed_behind = partial(embedder.embed, background=True)
     pending = store.chunks_missing_vectors()
     total = len(pending)
-    embedded = 0
+    embedded = from_cache = written = 0
     buffered_ids: list[str] = []
     buffered_vectors: list[np.ndarray] = []
+    progress = FillProgress(os.getpid(), time.time(), total, 0, 0, 0)
 
     def flush() -> None:
+        nonlocal written
         if buffered_ids:
             store.set_vectors(buffered_ids, np.stack(buffered_vectors))
+            written += len(buffered_ids)
             buffered_ids.clear()
             buffered_vectors.clear()
 
@@ -655,15 +665,22 @@ def fill_vectors(
             batch = pending[start : start + CHUNKS_PER_EMBED_BATCH]
             known, embedded_now = vectors_through_cache(cache, batch, embed_behind)
             embedded += embedded_now
+            from_cache += len(batch) - embedded_now  # the cache, or a repeat in this batch
             buffered_ids.extend(chunk.chunk_id for chunk in batch)
             buffered_vectors.extend(known[chunk.content_hash] for chunk in batch)
             if len(buffered_ids) >= CHUNKS_PER_STORE_WRITE:
                 flush()
+            if directory is not None:
+                done = start + len(batch)
+                replace(progress, done=done, written=written, from_cache=from_cache).save(directory)
             notify(ProgressEvent("embed", start + len(batch), total, embedder.name))
     finally:
         flush()
+        if directory is not None:
+            FillProgress.clear(directory)
         if report is not None:
             report.vectors_embedded += embedded
+            report.vectors_from_cache += from_cache
     if total:
         # Every row given a vector was rewritten, out of the full-text index and with its
         # old version still counted in BM25's statistics (see _settle_indexes).

@@ -216,7 +216,8 @@ class IndexReport:
     skipped: Counter[str] = field(default_factory=Counter)
     redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
     ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped
-    chunks_added: int = 0
+    chunks_added: int = 0  # written this run: every chunk of the files read
+    chunks_repeated: int = 0  # of chunks_added, repeats of one with the same id (stored once)
     chunks_total: int = 0
     vectors_embedded: int = 0
     vectors_from_cache: int = 0
