@@ -137,7 +137,7 @@ def _cold_indexes(
 def _commands(repo: Path, index_dir: Path) -> dict[str, list[str]]:
     at = ["--repo", str(repo), "--index-dir", str(index_dir)]
     return {
-        "status": ["status", str(repo), "--index-dir", str(index_dir)],
+        "status": ["status", *at],
         "index (no-op)": ["index", str(repo), "--no-embed", "--index-dir", str(index_dir)],
         "search bm25": ["search", QUERY, "--mode", "bm25", *at],
         "search hybrid": ["search", QUERY, "--mode", "hybrid", *at],

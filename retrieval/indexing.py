@@ -265,6 +265,7 @@ def build_index(
                 chunker_version=content_version(settings.chunker),
                 store=settings.store,
             )
+        manifest.include_generated = discover_options(settings, manifest).include_generated
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
         stamps_before = dict(manifest.stamps)
         began = time.perf_counter()
@@ -409,7 +410,8 @@ def _refresh_graph(
     started = time.perf_counter()
     if manifest.graph_version != GRAPH_VERSION:
         _remove(directory, GRAPH_FILES)
-    update = refresh_graph(directory, root, manifest.files, graphs, discover_options(settings))
+    options = discover_options(settings, manifest)
+    update = refresh_graph(directory, root, manifest.files, graphs, options)
     manifest.graph_version = GRAPH_VERSION
     manifest.save(directory)
     report.graph_files_read = update.files_read
@@ -494,11 +496,14 @@ def _remove(directory: Path, names: Sequence[str]) -> None:
         raise cannot_write(directory, error) from None
 
 
-def discover_options(settings: IndexSettings) -> DiscoverOptions:
-    """What discovery skips for this index: the walk and every later read use the same rules."""
-    return DiscoverOptions(
-        max_file_bytes=settings.max_file_bytes, include_generated=settings.include_generated
-    )
+def discover_options(settings: IndexSettings, manifest: Manifest | None = None) -> DiscoverOptions:
+    """What discovery skips for this index: the walk and every later read use the same rules.
+
+    Generated code, once an index took it in (`manifest`), stays in: a later command that
+    does not ask for it again must neither drop it nor refuse to read it.
+    """
+    generated = settings.include_generated or (manifest is not None and manifest.include_generated)
+    return DiscoverOptions(max_file_bytes=settings.max_file_bytes, include_generated=generated)
 
 
 def _scan(
@@ -517,7 +522,7 @@ def _scan(
     vouches for them (on the 5.5M-line monorepo a no-op scan went from 13.6 s to 1.6 s at
     load 18), and the walk leaves the cache as it found the tree.
     """
-    options = discover_options(settings)
+    options = discover_options(settings, manifest)
     changed: list[SourceFile] = []
     seen: set[str] = set()
     known = {path: stamp for path, stamp in manifest.stamps.items() if path in manifest.files}

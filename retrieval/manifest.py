@@ -37,6 +37,9 @@ class Manifest:
     # The code graph's format (retrieval/graph GRAPH_VERSION) beside this index; 0 for
     # indexes made before the graph: another value wipes the graph and reads every file again.
     graph_version: int = 0
+    # Generated code and build output were asked for (`codeqa index --include-generated`,
+    # the include_generated setting): every later run and read keeps them, until a rebuild.
+    include_generated: bool = False
     format_version: int = INDEX_FORMAT_VERSION
 
     @classmethod
@@ -67,6 +70,7 @@ class Manifest:
                 indexes_settled=bool(data.get("indexes_settled", False)),
                 git_commit=data.get("git_commit"),
                 graph_version=int(data.get("graph_version", 0)),
+                include_generated=bool(data.get("include_generated", False)),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -94,6 +98,7 @@ class Manifest:
             "indexes_settled": self.indexes_settled,
             "git_commit": self.git_commit,
             "graph_version": self.graph_version,
+            "include_generated": self.include_generated,
         }
         try:
             with open(temporary, "w", encoding="utf-8") as handle:
