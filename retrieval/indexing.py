@@ -33,6 +33,7 @@ from codeqa.retrieval.config import (
     CHUNKS_PER_EMBED_BATCH,
     CHUNKS_PER_STORE_WRITE,
     FILES_PER_BATCH,
+    PRUNE_OLD_VERSIONS_AFTER,
     REINDEX_AFTER_VECTORS,
     STORE_FOLDER,
     IndexSettings,
@@ -289,7 +290,16 @@ def build_index(
             and graph_current
             and manifest.complete_chunks is not None
         ):
-            # Nothing to write: skip opening the store, the slowest part of a no-op run.
+            # Nothing to write: skip opening the store, the slowest part of a no-op run,
+            # unless old versions an earlier run left are due to go.
+            if manifest.old_versions and _prune_due(directory):
+                with suppress(IndexNotWritable):
+                    store = open_store(settings, directory, embedder.dim, root.name)
+                    try:
+                        manifest.old_versions = store.prune_old_versions()
+                    finally:
+                        store.close()
+                    manifest.save(directory)
             if manifest.stamps != stamps_before:  # files read this time: skip them next time
                 with suppress(IndexNotWritable):  # stamps only save reading: a read-only
                     manifest.save(directory)  # index is current without them
@@ -358,6 +368,7 @@ def build_index(
                 if report.vectors_pending == 0:
                     manifest.complete_chunks = report.chunks_total
                 manifest.indexes_settled = True
+                manifest.old_versions = store.prune_old_versions()
                 manifest.git_commit = git_head(root)
                 manifest.save(directory)
             finally:
@@ -365,6 +376,16 @@ def build_index(
                 store.close()
     report.seconds_total = time.perf_counter() - started
     return report
+
+
+def _prune_due(directory: Path) -> bool:
+    """Whether the last writing run (the manifest's last write) is past the versions' keep
+    window, so that the versions it left can go."""
+    try:
+        written = (directory / MANIFEST_NAME).stat().st_mtime
+    except OSError:
+        return False
+    return time.time() - written > PRUNE_OLD_VERSIONS_AFTER.total_seconds()
 
 
 def planned_embedder(repo: Path, settings: IndexSettings, *, rebuild: bool = False) -> Embedder:

@@ -40,6 +40,9 @@ class Manifest:
     # Generated code and build output were asked for (`codeqa index --include-generated`,
     # the include_generated setting): every later run and read keeps them, until a rebuild.
     include_generated: bool = False
+    # Old store versions the last writing run left (kept a while for readers in other
+    # processes): a later run, even one with nothing to write, prunes them once they are due.
+    old_versions: int = 0
     format_version: int = INDEX_FORMAT_VERSION
 
     @classmethod
@@ -71,6 +74,7 @@ class Manifest:
                 git_commit=data.get("git_commit"),
                 graph_version=int(data.get("graph_version", 0)),
                 include_generated=bool(data.get("include_generated", False)),
+                old_versions=int(data.get("old_versions", 0)),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -99,6 +103,7 @@ class Manifest:
             "git_commit": self.git_commit,
             "graph_version": self.graph_version,
             "include_generated": self.include_generated,
+            "old_versions": self.old_versions,
         }
         try:
             with open(temporary, "w", encoding="utf-8") as handle:
