@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout with its own .venv")
     parser.add_argument("--keep", action="store_true", help="keep (and reuse) --work")
     parser.add_argument("--no-serve", action="store_true", help="skip the warm-server figures")
+    parser.add_argument(
+        "--only", choices=("in-process", "edit", "serve"), help="only these figures (with --keep)"
+    )
     args = parser.parse_args(argv)
 
     if not args.monorepo.with_name(args.monorepo.name + ".READY").exists():
@@ -72,8 +75,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.copytree(source, repos[name], symlinks=True)
     codeqa = str(Path(sys.executable).with_name("codeqa"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CODEQA_")}
-    # No .pyc files written into a --baseline checkout that is not ours.
-    env |= {"CODEQA_NO_SERVER": "1", "CODEQA_SKIP_WEAVIATE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env |= {"CODEQA_NO_SERVER": "1", "CODEQA_SKIP_WEAVIATE": "1"}
     ways = {"new": codeqa}
     if args.baseline is not None:
         ways["baseline"] = str(args.baseline / ".venv" / "bin" / "codeqa")
@@ -84,9 +86,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {os.cpu_count()} cores; load average {_load()}")
     try:
         index_dirs = _cold_indexes(codeqa, repos, args.work, env)
-        _in_process(ways, repos, index_dirs, args.runs, env)
-        _edit_in_process(codeqa, repos, index_dirs, env)
-        if not args.no_serve:
+        if args.only in (None, "in-process"):
+            _in_process(ways, repos, index_dirs, args.runs, env)
+        if args.only in (None, "edit"):
+            _edit_in_process(codeqa, repos, index_dirs, env)
+        if args.only == "serve" or (args.only is None and not args.no_serve):
             _warm(codeqa, repos, index_dirs, args.runs, env)
     finally:
         if not args.keep:
@@ -162,7 +166,9 @@ def _in_process(
         for way, codeqa in ways.items():
             for name in repos:
                 for label, words in _commands(repos[name], index_dirs[name]).items():
-                    _out, (wall, cpu, _rss) = _timed([codeqa, *words], env)
+                    # No .pyc files written into a --baseline checkout that is not ours.
+                    quiet = env | {"PYTHONDONTWRITEBYTECODE": "1"} if way == "baseline" else env
+                    _out, (wall, cpu, _rss) = _timed([codeqa, *words], quiet)
                     times.setdefault((way, name, label), []).append((wall, cpu))
     print(f"in-process commands, median of {runs} (load averages {'; '.join(loads)}):")
     for way in ways:
@@ -181,7 +187,7 @@ def _edit_in_process(
 ) -> None:
     for name, repo in repos.items():
         load = _load()
-        target, original = _append_function(repo, name)
+        target, original = _append_function(repo, name, index_dirs[name])
         try:
             started = time.perf_counter()
             found = _search_until_found(codeqa, repo, index_dirs[name], env)
@@ -227,7 +233,7 @@ def _warm(
                 f"warm (serve) {name:<8}: {', '.join(figures)}  "
                 f"(targets: search <= 0.3 s, status <= 0.5 s)  [load {load}]"
             )
-            target, original = _append_function(repo, name)
+            target, original = _append_function(repo, name, index_dirs[name])
             try:
                 started = time.perf_counter()
                 found = _search_until_found(codeqa, repo, index_dirs[name], served)
@@ -246,11 +252,13 @@ def _warm(
                 server.kill()
 
 
-def _append_function(repo: Path, name: str) -> tuple[Path, bytes]:
-    """Append a uniquely named function to a mid-sized source file; returns it and its bytes."""
+def _append_function(repo: Path, name: str, index_dir: Path) -> tuple[Path, bytes]:
+    """Append a uniquely named function to an indexed source file (the middle one of the
+    index's, not a generated file the index skips); returns it and its bytes."""
     suffix = ".go" if name == "monorepo" else ".py"
-    sources = sorted(p for p in repo.rglob(f"*{suffix}") if "test" not in p.name)
-    target = sources[len(sources) // 2]
+    files = json.loads((index_dir / "manifest.json").read_text())["files"]
+    sources = sorted(p for p in files if p.endswith(suffix) and "test" not in p)
+    target = repo / sources[len(sources) // 2]
     original = target.read_bytes()
     if suffix == ".go":
         added = f"\n\nfunc {EDIT_TOKEN}(x int) int {{\n\treturn x + 1\n}}\n"

@@ -464,7 +464,7 @@ class _Walk:
         if prior is not None and prior.stamp == stamp:
             prefix = path if path.endswith(os.sep) else path + os.sep
             entries = [
-                _CachedEntry(prefix, name, kind) for name, (kind, _) in prior.entries.items()
+                _CachedEntry(prefix, name, entry[0]) for name, entry in prior.entries.items()
             ]
         else:
             try:
@@ -528,7 +528,7 @@ class _Walk:
         cached = folder.old.entries.get(name) if folder.old is not None else None
         if is_link:
             if folder.new is not None:
-                folder.new.entries[name] = ("l", "?")
+                folder.new.entries[name] = ["l", "?"]
             outcome = self._resolve_link(entry.path, rel)
             if isinstance(outcome, SkippedFile):
                 return outcome
@@ -541,7 +541,7 @@ class _Walk:
             else:
                 skipped = self._skip_dir(name, rel, folder.rules, real)
             if folder.new is not None and not is_link:
-                folder.new.entries[name] = ("d", skipped.reason if skipped else "")
+                folder.new.entries[name] = ["d", str(skipped.reason) if skipped else ""]
             if skipped is not None:
                 return skipped
             if real in on_stack:
@@ -574,7 +574,7 @@ class _Walk:
         if folder.new is not None and path == _joined(folder.path, name):
             # A compiled file's verdict can hang on a TypeScript source in another folder.
             verdict = "?" if is_compiled(name) else (skipped.reason if skipped else "")
-            folder.new.entries[name] = ("f", verdict)
+            folder.new.entries[name] = ["f", str(verdict)]
         if skipped is not None:
             return skipped
         known = self.known.get(rel)

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Bumped when what a walk records, or how a verdict is reached, changes.
-WALK_CACHE_VERSION = 1
+WALK_CACHE_VERSION = 2
 
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode: FileStamp's fields
-# A folder entry: its kind ("d" folder, "f" file, "l" symlink, "o" anything else) and the
-# path verdict the walk reached for it ("" kept, a SkipReason value, "?" worked out anew).
-Entry = tuple[str, str]
+# A folder entry: its kind ("d" folder, "f" file, "l" symlink) and the path verdict the
+# walk reached for it ("" kept, a SkipReason value, "?" worked out anew). A list, as JSON
+# reads it: converting 20k entries to tuples was most of loading the cache.
+Entry = list[str]
 
 
 @dataclass(slots=True)
@@ -67,7 +68,7 @@ class WalkCache:
                 rel: FolderRecord(
                     tuple(record["s"]),
                     tuple(tuple(s) if s else None for s in record["r"]),  # type: ignore[arg-type]
-                    {name: (kind, verdict) for name, kind, verdict in record["e"]},
+                    record["e"],
                 )
                 for rel, record in data["folders"].items()
             }
@@ -88,9 +89,7 @@ class WalkCache:
                 rel: {
                     "s": record.stamp,
                     "r": record.rule_stamps,
-                    "e": [
-                        [name, kind, verdict] for name, (kind, verdict) in record.entries.items()
-                    ],
+                    "e": record.entries,
                 }
                 for rel, record in self.folders.items()
             },
