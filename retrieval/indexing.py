@@ -368,7 +368,9 @@ def build_index(
                 if report.vectors_pending == 0:
                     manifest.complete_chunks = report.chunks_total
                 manifest.indexes_settled = True
-                manifest.old_versions = store.prune_old_versions()
+                # Counted, not pruned: the run's optimize just pruned what was due, and another
+                # pass costs as much as that optimize (14 s of a monorepo's one-file refresh).
+                manifest.old_versions = store.old_versions()
                 manifest.git_commit = git_head(root)
                 manifest.save(directory)
             finally:

@@ -215,6 +215,10 @@ class LanceStore:
             # optimize() is LanceDB's way to prune (cleanup_old_versions is deprecated);
             # on a settled table its compaction and index steps find nothing to do.
             self._optimize_locked()
+        return self.old_versions()
+
+    def old_versions(self) -> int:
+        """Versions besides the current one still on disk."""
         return len(self._table.list_versions()) - 1
 
     @contextmanager
