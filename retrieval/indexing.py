@@ -66,6 +66,7 @@ from codeqa.retrieval.errors import (
     RepoNotFound,
     cannot_write,
 )
+from codeqa.retrieval.fill_progress import FillProgress
 from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, refresh_graph
 from codeqa.retrieval.graph.records import FileGraph
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
@@ -79,7 +80,6 @@ from codeqa.retrieval.records import (
     UnchangedFile,
 )
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
-from codeqa.retrieval.status import FillProgress
 from codeqa.retrieval.stores.protocol import Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
