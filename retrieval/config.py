@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 # Files are chunked, stored and checkpointed in batches: large enough that the
@@ -19,6 +20,12 @@ CHUNKS_PER_EMBED_BATCH = 256
 # store write has a fixed cost (~0.3 s for a LanceDB merge) whatever its size, and
 # the vector cache already keeps every embedded batch safe from Ctrl-C.
 CHUNKS_PER_STORE_WRITE = 4096
+
+# Old versions of a store's data (LanceDB keeps one per write) are deleted once older than
+# this: long enough for a reader in another process to move on, short enough that
+# re-indexing does not pile up copies of the vectors on disk. A run that leaves younger
+# ones counts them in the manifest, and the next run past this age prunes them.
+PRUNE_OLD_VERSIONS_AFTER = timedelta(minutes=10)
 
 # Rows whose vectors were just written drop out of the store's search indexes and are
 # scanned flat until the indexes are rebuilt (every indexing run ends rebuilt, for exact

@@ -19,6 +19,7 @@ from codeqa.retrieval.config import (
     index_dir_for,
     vector_cache_path,
 )
+from codeqa.retrieval.discovery.generated import generated_by_content
 from codeqa.retrieval.discovery.walk import read_repo_file
 from codeqa.retrieval.embedders.registry import (
     Embedder,
@@ -386,7 +387,9 @@ class Index:
         was indexed, so that line numbers mean what the index says; a viewer showing a file
         the user just edited passes False.
         """
-        found = read_repo_file(self.repo_root, path, discover_options(self._settings))
+        found = read_repo_file(
+            self.repo_root, path, discover_options(self._settings, self.manifest)
+        )
         if isinstance(found, SkippedFile) or not as_indexed:
             return found
         indexed = self.manifest.files.get(path)
@@ -395,6 +398,14 @@ class Index:
         if indexed != found.sha256:
             return SkippedFile(path, SkipReason.CHANGED)
         return found
+
+    def generated(self, path: str) -> SkipReason | None:
+        """Why `path` is generated code, when this index took generated code in (else None:
+        the index holds none). Judged by the file's content (a generator's header)."""
+        if not self.manifest.include_generated:
+            return None
+        found = self.read_file(path)
+        return generated_by_content(path, found.text) if isinstance(found, SourceFile) else None
 
     def chunks_for_path(self, path: str) -> list[Chunk]:
         return self._store.chunks_for_path(path)
@@ -409,7 +420,12 @@ class Index:
             )
             try:
                 return fill_vectors(
-                    self._store, cache, self.embedder, progress or (lambda e: None), cancel
+                    self._store,
+                    cache,
+                    self.embedder,
+                    progress or (lambda e: None),
+                    cancel,
+                    directory=self.directory,
                 )
             finally:
                 cache.close()

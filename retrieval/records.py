@@ -33,6 +33,11 @@ class FileStamp:
     def of(cls, info: os.stat_result) -> FileStamp:
         return cls(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        """The stamp as a plain tuple (how the manifest and the walk cache store it)."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.inode)
+
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
@@ -94,6 +99,9 @@ class SkippedFile:
 
     path: str
     reason: SkipReason
+    # Set when the file was read and skipped for its content (binary, too large, secret,
+    # generated): while its stamp is this one, the next walk skips it unread (walk_cache.py).
+    stamp: FileStamp | None = field(default=None, compare=False)
 
 
 class ChunkKind(StrEnum):
@@ -208,7 +216,8 @@ class IndexReport:
     skipped: Counter[str] = field(default_factory=Counter)
     redacted: Counter[str] = field(default_factory=Counter)  # secret values replaced, by path
     ignore_warnings: list[str] = field(default_factory=list)  # invalid ignore patterns skipped
-    chunks_added: int = 0
+    chunks_added: int = 0  # written this run: every chunk of the files read
+    chunks_repeated: int = 0  # of chunks_added, repeats of one with the same id (stored once)
     chunks_total: int = 0
     vectors_embedded: int = 0
     vectors_from_cache: int = 0

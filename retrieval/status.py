@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 from codeqa.retrieval.config import IndexSettings, index_command, index_dir_for
 from codeqa.retrieval.discovery.walk import DiscoverOptions, scan_for_changes
+from codeqa.retrieval.discovery.walk_cache import WalkCache
 from codeqa.retrieval.errors import IndexNotFound
+from codeqa.retrieval.fill_progress import FillProgress
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
 from codeqa.retrieval.records import ProgressEvent, SourceFile, UnchangedFile
 
@@ -46,7 +48,12 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
 
     Raises IndexNotFound when there is no index. Never waits: the lock is only tried.
     """
-    from codeqa.retrieval.indexing import LOCK_NAME, discover_options, resolve_repo
+    from codeqa.retrieval.indexing import (
+        LOCK_NAME,
+        WALK_CACHE_NAME,
+        discover_options,
+        resolve_repo,
+    )
 
     root = resolve_repo(root)
     directory = index_dir_for(root, settings)
@@ -57,9 +64,16 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
         )
     written = (directory / MANIFEST_NAME).stat().st_mtime
     chunks, missing = _counts(root, settings, manifest, index)
-    changed = _files_changed_since(root, manifest, discover_options(settings))
+    cache = WalkCache.load(directory / WALK_CACHE_NAME)
+    changed = _files_changed_since(root, manifest, discover_options(settings, manifest), cache)
     busy = _lock_held(directory / LOCK_NAME)
     pending = []
+    filling = FillProgress.load(directory) if busy else None
+    if filling is not None:
+        # Embedded but not yet in the store: filled as far as a reader is concerned soon,
+        # and the honest figure for "how far has the fill got".
+        missing = max(0, missing - (filling.done - filling.written))
+        pending.append(filling.line())
     if missing:
         pending.append(f"vectors for {missing:,} of {chunks:,} chunks (keyword search covers them)")
     if changed:
@@ -142,16 +156,20 @@ def _counts(
         return opened.chunk_count, opened.vectors_missing
 
 
-def _files_changed_since(root: Path, manifest: Manifest, options: DiscoverOptions) -> int:
+def _files_changed_since(
+    root: Path, manifest: Manifest, options: DiscoverOptions, cache: WalkCache
+) -> int:
     """Indexed files edited or deleted, and new files, that the next index run would take.
 
     The indexer's own scan (scan_for_changes): a file whose stamp is the one recorded when
     its indexed content was read is not read; any other is read and its hash compared.
+    The indexer's walk cache spares listing and matching what is unchanged; status only
+    reads it (what it learns is the indexer's to record, under the index lock).
     """
     known = {path: stamp for path, stamp in manifest.stamps.items() if path in manifest.files}
     changed = 0
     seen: set[str] = set()
-    for item in scan_for_changes(root, options, known):
+    for item in scan_for_changes(root, options, known, cache):
         if isinstance(item, UnchangedFile):
             seen.add(item.path)
         elif isinstance(item, SourceFile):

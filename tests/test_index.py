@@ -284,3 +284,30 @@ def test_a_cold_build_builds_the_full_text_index_once_over_every_chunk(
     assert top_paths(small_repo, settings, "py_make_scanner", SearchMode.BM25)[0] == (
         "json/scanner.py"
     )
+
+
+def test_old_store_versions_are_pruned_by_a_later_run_once_due(small_repo, index_dir, monkeypatch):
+    from datetime import timedelta
+    from functools import partial
+
+    from codeqa.retrieval.stores import lancedb as lancedb_module
+
+    settings = settings_for(index_dir)
+    build_index(small_repo, settings, embed=False)
+    build_index(small_repo, settings)  # the fill rewrites rows: more versions
+    left = Manifest.load(index_dir)
+    assert left is not None and left.old_versions > 0  # younger than the keep window
+    # An hour later, as it were: the run is past the window, and so are the versions.
+    past = os.stat(index_dir / "manifest.json").st_mtime - 3600
+    os.utime(index_dir / "manifest.json", (past, past))
+    keep_none = partial(lancedb_module.LanceTuning, keep_old_versions_for=timedelta(0))
+    monkeypatch.setattr(lancedb_module, "LanceTuning", keep_none)
+    again = build_index(small_repo, settings)  # nothing to write, yet it prunes
+    assert again.files_changed == 0
+    pruned = Manifest.load(index_dir)
+    assert pruned is not None and pruned.old_versions == 0
+    store = LanceStore(index_dir / "store", left.embedder_dim)
+    try:
+        assert store.prune_old_versions() == 0
+    finally:
+        store.close()

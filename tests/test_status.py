@@ -85,3 +85,38 @@ def test_status_without_an_index_is_one_line_naming_the_command_that_builds_it(
     assert main(["status", "--repo", str(small_repo), "--index-dir", str(index_dir)]) == 1
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and "codeqa index" in error
+
+
+def test_a_fill_running_shows_its_progress_before_the_store_takes_its_vectors(
+    small_repo, index_dir
+):
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.status import index_status
+
+    settings = IndexSettings(index_dir=index_dir)
+    build_index(small_repo, settings, embed=False)
+    seen = []
+
+    def progress(event) -> None:
+        if event.done:  # after a batch: what `codeqa status` in another process reads now
+            seen.append(index_status(small_repo, settings))
+
+    with open_index(small_repo, settings) as index:
+        index.fill_vectors(progress)
+    during = seen[-1]
+    # Every chunk is embedded, none written to the store yet (it takes them in big batches).
+    assert during.indexing_now and during.vectors_filled_percent == 100.0
+    assert during.pending[0].startswith(f"vectors being filled now by process {os.getpid()}:")
+    after = index_status(small_repo, settings)
+    assert after.vectors_filled_percent == 100.0 and not after.pending
+
+
+def test_a_fill_counts_the_vectors_it_found_in_the_cache(small_repo, tmp_path):
+    cache = tmp_path / "vectors.sqlite"
+    keyword_first = IndexSettings(index_dir=tmp_path / "a", vector_cache=cache)
+    build_index(small_repo, keyword_first, embed=False)
+    # Another index sharing the cache embeds the same chunks meanwhile.
+    build_index(small_repo, IndexSettings(index_dir=tmp_path / "b", vector_cache=cache))
+    filled = build_index(small_repo, keyword_first)
+    assert filled.vectors_embedded == 0
+    assert filled.vectors_from_cache == filled.chunks_total > 0

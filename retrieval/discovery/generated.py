@@ -66,6 +66,11 @@ def _compiled_stem(name: str) -> str | None:
     return None
 
 
+def is_compiled(name: str) -> bool:
+    """Whether a file of this name is one a compiler or bundler writes (COMPILED_SUFFIXES)."""
+    return _compiled_stem(name) is not None
+
+
 def generated_by_path(
     rel: str, attributes: IgnoreRules, root: str, sibling_names: frozenset[str]
 ) -> SkipReason | None:

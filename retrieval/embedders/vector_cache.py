@@ -46,7 +46,7 @@ class VectorCache:
             self._db.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as error:
             raise StoreUnavailable(
-                f"cannot open the vector cache {path}: {write_failure_reason(error)}"
+                f"cannot open the vector cache {path}: {write_failure_reason(error, path)}"
             ) from None
 
     def get_many(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from codeqa.retrieval.config import PRUNE_OLD_VERSIONS_AFTER
 from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import (
     IndexMismatch,
@@ -78,7 +79,7 @@ class LanceTuning:
     # Old table versions are deleted by optimize once older than this: long enough for
     # a reader in another process to move on, short enough that re-indexing does not
     # pile up copies of the vectors on disk.
-    keep_old_versions_for: timedelta = timedelta(minutes=10)
+    keep_old_versions_for: timedelta = PRUNE_OLD_VERSIONS_AFTER
     # Every write commits a table version whose files stay on disk until pruned; an
     # optimize (compaction, then pruning past `keep_old_versions_for`) runs once this many
     # versions were committed since the last, so that a watcher's or a server's refreshes
@@ -206,6 +207,19 @@ class LanceStore:
         """Fold unindexed rows into the indexes, compact files and drop old versions."""
         with self._writing():
             self._optimize_locked()
+
+    def prune_old_versions(self) -> int:
+        """Delete table versions older than `keep_old_versions_for`; returns how many old
+        versions are left (younger: a reader in another process may still be on one)."""
+        with self._writing():
+            # optimize() is LanceDB's way to prune (cleanup_old_versions is deprecated);
+            # on a settled table its compaction and index steps find nothing to do.
+            self._optimize_locked()
+        return self.old_versions()
+
+    def old_versions(self) -> int:
+        """Versions besides the current one still on disk."""
+        return len(self._table.list_versions()) - 1
 
     @contextmanager
     def bulk_writes(self) -> Iterator[None]:

@@ -93,6 +93,17 @@ class Store(Protocol):
         """Bring search indexes up to date after bulk writes (a no-op where not needed)."""
         ...
 
+    def old_versions(self) -> int:
+        """How many old versions of the data the store keeps now (0 for a backend that
+        keeps none)."""
+        ...
+
+    def prune_old_versions(self) -> int:
+        """Delete the old versions of the data kept for readers, past the store's keep
+        window; returns how many old versions are left for a later prune (0 for a backend
+        that keeps none)."""
+        ...
+
     def bulk_writes(self) -> AbstractContextManager[None]:
         """A block of writes after which the caller calls `optimize()` once: the search
         indexes are left to it rather than maintained write by write (where that costs)."""

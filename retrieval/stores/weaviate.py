@@ -439,6 +439,14 @@ class WeaviateStore:
     def optimize(self) -> None:
         """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
 
+    def old_versions(self) -> int:
+        """Weaviate keeps no old versions."""
+        return 0
+
+    def prune_old_versions(self) -> int:
+        """Weaviate keeps no old versions."""
+        return 0
+
     def bulk_writes(self) -> AbstractContextManager[None]:
         """Nothing to leave for later: Weaviate indexes on write."""
         return nullcontext()

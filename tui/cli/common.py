@@ -78,6 +78,7 @@ def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
             "weaviate_url": getattr(args, "weaviate_url", None),
             "model": getattr(args, "model", None),
             "api_base": getattr(args, "api_base", None),
+            "include_generated": getattr(args, "include_generated", None) or None,
         },
         trust_repo=bool(getattr(args, "trust_repo_config", False)),
     )

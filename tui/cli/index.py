@@ -37,6 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="report the index's health without changing it; exit 1 if something needs fixing",
     )
+    parser.add_argument(
+        "--include-generated",
+        action="store_true",
+        help="index generated code and build output too (kept by later runs until --rebuild; "
+        "the include_generated setting does the same)",
+    )
     add_index_arguments(parser)
     parser.set_defaults(func=run)
 

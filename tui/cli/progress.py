@@ -99,7 +99,7 @@ def summary_lines(report: IndexReport) -> list[str]:
         f"indexed {report.repo_root}",
         f"  files: {report.files_seen} seen, {report.files_changed} new or changed, "
         f"{report.files_removed} removed" + (f"; skipped {skipped}" if skipped else ""),
-        f"  chunks: {report.chunks_total} in index, {report.chunks_added} written this run",
+        _chunks_line(report),
         f"  vectors: {report.vectors_embedded} embedded, {report.vectors_from_cache} from cache"
         + (f", {report.vectors_pending} still to embed" if report.vectors_pending else "")
         + f" ({report.embedder_name})",
@@ -113,3 +113,15 @@ def summary_lines(report: IndexReport) -> list[str]:
         )
     lines.extend(f"  {warning}" for warning in report.ignore_warnings)
     return lines
+
+
+def _chunks_line(report: IndexReport) -> str:
+    """What is in the index, and what this run wrote: the chunks of the files it read (an
+    index's other files keep theirs), a chunk repeated in a file (same lines, same text)
+    stored once."""
+    line = f"  chunks: {report.chunks_total} in index; this run wrote {report.chunks_added}"
+    line += " (every chunk of the files new or changed"
+    if report.chunks_repeated:
+        line += f"; {report.chunks_repeated} repeated a chunk of the same lines and text"
+        line += " and were stored once"
+    return line + ")"

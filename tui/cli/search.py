@@ -183,6 +183,7 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
                 print(json.dumps(line), file=out)
             return 0
         hits, relevance = _searched(index, _capped(request.query, "the query", err), request, scope)
+        generated = index.generated(hits[0].chunk.path) if hits else None
     if request.json:
         for hit in hits:
             print(json.dumps(hit_to_json(hit) | relevance_to_json(relevance)), file=out)
@@ -190,6 +191,8 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
     if not hits:
         print("no results", file=out)
         return 0
+    if generated is not None:
+        print(f"codeqa: note: the best hit is generated code ({generated})", file=err)
     for hit in hits:
         print(_format_hit(hit), file=out)
     if not relevance.relevant:  # after the hits: the first line is always the best hit
