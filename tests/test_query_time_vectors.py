@@ -261,10 +261,3 @@ def test_a_search_does_not_wait_for_a_long_write_to_the_vector_cache(
     # Its vectors could not be cached: the next search embeds its candidates again.
     _, embedded_next = _search_counting_embeddings(small_repo, settings)
     assert embedded_next == embedded
-
-
-def test_a_search_before_the_fill_embeds_at_most_twenty_candidates() -> None:
-    # At 100 each search cost 6-10 CPU-s for as long as the fill ran: hours on a monorepo.
-    from codeqa.retrieval.search.rerank import RankingTuning
-
-    assert 0 < RankingTuning().query_time_vectors <= 20
