@@ -57,10 +57,8 @@ class RankingTuning:
     # 74/87/76, filled 74/88/78; swebench-loc-dev (152) 0: 86/126/100, 20: 94/128/103, 50:
     # 96/130/107, 100: 98/131/107, filled 98/132/108; JS/TS (77) 50: 69/75/74, 100:
     # 69/75/73, filled 69/75/72. Each chunk costs ~27 ms to embed on 2 AVX2 cores; an
-    # answer's searches share them (Index). 20, not 100 (issue 43): at 100 every search of
-    # a repository whose fill has not finished cost 6-10 CPU-s, and on a monorepo the fill
-    # takes hours; 20 keeps most of the gain over 0 (above) at a fifth of the cost.
-    query_time_vectors: int = 20
+    # answer's searches share them (Index).
+    query_time_vectors: int = 100
     # With a path scope, this many times more candidates are read, since most may be outside.
     scoped_candidates_factor: int = 10
     # Rank-to-score constant, as in RRF: rank r scores (rank_k + 1) / (rank_k + r), so rank
