@@ -12,6 +12,7 @@ from functools import cache
 from codeqa.retrieval.chunking.chunker import ChunkLimits
 from codeqa.retrieval.chunking.grammars import SyntaxTrees, parser_for
 from codeqa.retrieval.graph.languages import SPECS, GraphSpec, is_test_path
+from codeqa.retrieval.graph.modules import is_manifest, read_manifest
 from codeqa.retrieval.graph.records import (
     KIND_CLASS,
     KIND_FUNCTION,
@@ -41,6 +42,10 @@ def extract(file: SourceFile, trees: SyntaxTrees | None = None) -> FileGraph:
 
     `trees`: the file's parses, shared with the chunker so that an index run parses it once.
     """
+    if is_manifest(file.path):  # go.mod, package.json, Cargo.toml: module names, no code
+        return FileGraph(
+            file.path, file.sha256, None, False, modules=read_manifest(file.path, file.text)
+        )
     language = file.language or ""
     spec = SPECS.get(language)
     if spec is None or parser_for(language) is None or (query := _query(language)) is None:

@@ -32,6 +32,7 @@ from codeqa.retrieval.graph.records import (
     Definition,
     Impact,
     Import,
+    Module,
     Reference,
 )
 from codeqa.retrieval.graph.store import DefinitionRow, GraphStore, module_leaf
@@ -55,6 +56,9 @@ _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
 _RUST_RELATIVE = frozenset({"crate", "self", "super"})
 _RUST_CRATE_ROOTS = ("lib.rs", "main.rs")
 _RUST_MODULE_FILES = ("mod.rs", "lib.rs", "main.rs")
+# JS/TS: the folders a package's entry (`main: dist/index.js`) is built into, and the one
+# its source usually is in: the repository holds the source, the registry the build.
+_JS_BUILD_FOLDERS = ("dist/", "lib/", "build/", "esm/", "cjs/", "out/")
 
 
 @dataclass(slots=True)
@@ -118,6 +122,8 @@ class Graph:
         self._languages: dict[str, str] | None = None
         self._tests: dict[str, bool] = {}
         self._by_suffix: dict[str, list[str]] | None = None
+        self._by_folder: dict[tuple[str, str], list[str]] | None = None
+        self._modules: dict[str, list[Module]] | None = None
         self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
 
     @_serialized
@@ -133,6 +139,8 @@ class Graph:
             self._resolved.clear()
             self._languages = None
             self._by_suffix = None
+            self._by_folder = None
+            self._modules = None
 
     # -- public queries --
 
@@ -374,8 +382,9 @@ class Graph:
                 for imported in imports:
                     found.extend(self._through_import(path, imported, parts[end:], hops))
                 return found
-        if context.language == "rust" and parts[0] in ("crate", "super") and len(parts) > 1:
-            return self._rust_path(path, parts, hops)
+        if context.language == "rust" and len(parts) > 1:
+            if parts[0] in ("crate", "super") or self._named_modules("rust", parts[0]):
+                return self._rust_path(path, parts, hops)  # `semver::Version::parse()` too
         found = []
         for imported in context.star_imports:
             files = self._module_files(path, context.language, imported.module)
@@ -548,12 +557,77 @@ class Graph:
         return self._tests.get(path, False)
 
     def _files_in(self, folder: str, language: str) -> list[str]:
-        prefix = folder + "/" if folder else ""
-        return [
-            path
-            for path, lang in self._file_languages().items()
-            if lang == language and posixpath.dirname(path) == folder and path.startswith(prefix)
-        ]
+        if self._by_folder is None:
+            table: dict[tuple[str, str], list[str]] = {}
+            for path, lang in self._file_languages().items():
+                table.setdefault((posixpath.dirname(path), lang), []).append(path)
+            self._by_folder = table
+        return self._by_folder.get((folder, language), [])
+
+    def _named_modules(self, language: str, name: str) -> list[Module]:
+        """The modules the repository's manifests name `name`, or longest name that is a
+        prefix of it at a `/` (Go's `a/b` for `a/b/c`, a package `@s/p` for `@s/p/sub`)."""
+        if self._modules is None:
+            table: dict[str, list[Module]] = {}
+            for module in self._store.modules():
+                table.setdefault(module.language, []).append(module)
+            self._modules = table
+        best: list[Module] = []
+        for module in self._modules.get(language, ()):
+            if name == module.name or name.startswith(module.name + "/"):
+                if not best or len(module.name) > len(best[0].name):
+                    best = [module]
+                elif len(module.name) == len(best[0].name):
+                    best.append(module)
+        return best
+
+    def _go_module_files(self, module: str) -> list[str] | None:
+        """The files of Go package `module` by its module's path (go.mod, replace); None when
+        no manifest names it."""
+        named = self._named_modules("go", module)
+        if not named:
+            return None
+        found: list[str] = []
+        for declared in named:
+            rest = module[len(declared.name) :].strip("/")
+            folder = (
+                posixpath.normpath(posixpath.join(declared.target, rest))
+                if rest
+                else declared.target
+            )
+            folder = "" if folder == "." else folder
+            found += [p for p in self._files_in(folder, "go") if not p.endswith("_test.go")]
+        return sorted(set(found))
+
+    def _js_package_files(self, module: str, languages: dict[str, str]) -> list[str]:
+        """The file a package specifier (`@trpc/server`, `@trpc/server/http`) names inside
+        this repository: an `exports` entry, `main`, or a file of the package's folder."""
+        found: list[str] = []
+        for declared in self._named_modules("js", module):
+            rest = module[len(declared.name) :].strip("/")
+            target = posixpath.join(declared.target, rest) if rest else declared.target
+            for stem in _js_source_stems(posixpath.dirname(declared.path), target):
+                hits = [stem + x for x in _JS_SUFFIXES if stem + x in languages]
+                if hits:
+                    found.append(hits[0])
+                    break
+        return sorted(set(found))
+
+    def _rust_crate_files(self, module: str, languages: dict[str, str]) -> list[str] | None:
+        """The files of `cratename::a::b` by the crate's name in its Cargo.toml; None when
+        no manifest names the crate."""
+        parts = module.split(".")
+        named = [m for m in self._named_modules("rust", parts[0]) if m.name == parts[0]]
+        if not named:
+            return None
+        found: list[str] = []
+        for crate in named:
+            if len(parts) == 1:
+                found += [crate.target] if crate.target in languages else []
+                continue
+            stem = posixpath.join(posixpath.dirname(crate.target), *parts[1:])
+            found += [c for c in (f"{stem}.rs", f"{stem}/mod.rs") if c in languages]
+        return found
 
     def _suffixes(self) -> dict[str, list[str]]:
         """Every path by each of its tails at a `/`: `a/b/c.py` under c.py, b/c.py, a/b/c.py."""
@@ -581,11 +655,15 @@ class Graph:
             return self._rooted((f"{body}.py", f"{body}/__init__.py"), "__init__.py")
         if language in _JS_LANGUAGES:
             if not module.startswith("."):
-                return []  # a package from node_modules, not this repository
+                # A workspace package of this repository; others are in node_modules.
+                return self._js_package_files(module, languages)
             stem = posixpath.normpath(posixpath.join(posixpath.dirname(importer), module))
             stems = {stem, stem.rsplit(".", 1)[0] if stem.endswith((".js", ".jsx")) else stem}
             return [s + x for s in sorted(stems) for x in _JS_SUFFIXES if s + x in languages][:1]
         if language == "go":
+            named = self._go_module_files(module)
+            if named is not None:
+                return named
             folders = {posixpath.dirname(p) for p, lang in languages.items() if lang == "go"}
             matching = [f for f in folders if f and (module == f or module.endswith("/" + f))]
             if not matching:
@@ -601,6 +679,9 @@ class Graph:
         if language == "rust":
             if module.split(".", 1)[0] in _RUST_RELATIVE:
                 return self._rust_relative_files(importer, module.split("."))
+            crate = self._rust_crate_files(module, languages)
+            if crate is not None:
+                return crate
             parts = [p for p in module.split(".") if p not in _RUST_RELATIVE]
             body = "/".join(parts)
             if not body:
@@ -651,6 +732,26 @@ class Graph:
                     continue
                 found.append(path)
         return found
+
+
+def _js_source_stems(folder: str, target: str) -> list[str]:
+    """Where the module a package entry names may be, extension dropped: the entry itself,
+    then its source, which the repository holds where the registry holds the build
+    (`dist/index.js` → `src/index`, the folder → `src/index`, `http` → `src/http`)."""
+    stem = target
+    for extension in (".d.ts", ".js", ".mjs", ".cjs"):
+        if stem.endswith(extension):
+            stem = stem.removesuffix(extension)
+            break
+    stems = [stem]
+    inside = stem[len(folder) :].lstrip("/") if folder else stem
+    for build in _JS_BUILD_FOLDERS:
+        if inside.startswith(build):
+            inside = inside[len(build) :]
+            break
+    if not inside.startswith("src/"):
+        stems.append(posixpath.normpath(posixpath.join(folder, "src", inside or ".")))
+    return stems
 
 
 def _join_module(language: str, module: str, name: str) -> str:

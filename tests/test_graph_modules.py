@@ -1,0 +1,129 @@
+"""The code graph across a monorepo's own modules: names from go.mod, Cargo.toml and
+package.json, read as untrusted data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codeqa.retrieval.discovery.walk import DiscoverOptions, discover
+from codeqa.retrieval.graph import GRAPH_NAME, RESOLVED, Graph, GraphStore, refresh_graph
+from codeqa.retrieval.graph.extract import extract
+from codeqa.retrieval.graph.modules import read_manifest
+from codeqa.retrieval.graph.records import Module
+from codeqa.retrieval.records import SourceFile
+
+
+def _graph(tmp_path: Path, files: dict[str, str]) -> Graph:
+    repo = tmp_path / "repo"
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    found = [f for f in discover(repo) if isinstance(f, SourceFile)]
+    directory = tmp_path / "index"
+    directory.mkdir()
+    indexed = {f.path: f.sha256 for f in found}
+    refresh_graph(directory, repo, indexed, map(extract, found), DiscoverOptions())
+    return Graph(GraphStore(directory / GRAPH_NAME))
+
+
+def _callers(graph: Graph, symbol: str) -> list[tuple[str, str]]:
+    return [(r.path, r.resolution) for r in graph.callers(symbol)]
+
+
+# A kubernetes-shaped repository: its own modules live under staging/ and are imported by
+# their module paths, which no folder path ends with.
+GO_MONOREPO = {
+    "go.mod": "module example.com/platform\n\ngo 1.22\n\n"
+    "replace (\n\texample.com/client => ./staging/src/example.com/client // local\n)\n",
+    "go.work": "go 1.22\n\nuse (\n\t.\n\t./staging/src/example.com/client\n)\n",
+    "staging/src/example.com/client/go.mod": "module example.com/client\n\ngo 1.22\n",
+    "staging/src/example.com/client/client.go": "package client\n\n"
+    "func Default() int { return 1 }\n",
+    "staging/src/example.com/client/rest/rest.go": "package rest\n\nfunc Get() int { return 2 }\n",
+    "staging/src/example.com/tools/go.mod": "module example.com/tools\n\ngo 1.22\n\n"
+    "replace example.com/client => ../client\n",
+    "staging/src/example.com/tools/tool.go": 'package tools\n\nimport (\n\t"example.com/client"\n'
+    '\tr "example.com/client/rest"\n)\n\nfunc Run() int { return client.Default() + r.Get() }\n',
+    "cmd/main.go": 'package main\n\nimport (\n\t"example.com/client/rest"\n'
+    '\t"example.com/platform/internal/util"\n)\n\nfunc main() { rest.Get(); util.Help() }\n',
+    "internal/util/util.go": "package util\n\nfunc Help() {}\n",
+}
+
+
+def test_go_imports_resolve_by_module_path_across_nested_modules_and_replaces(tmp_path):
+    graph = _graph(tmp_path, GO_MONOREPO)
+    assert _callers(graph, "Default") == [("staging/src/example.com/tools/tool.go", RESOLVED)]
+    assert _callers(graph, "rest.Get") == [
+        ("cmd/main.go", RESOLVED),
+        ("staging/src/example.com/tools/tool.go", RESOLVED),
+    ]
+    assert _callers(graph, "Help") == [("cmd/main.go", RESOLVED)]  # the root module's own
+
+
+def test_a_go_modules_root_package_resolves_by_the_module_path_alone(tmp_path):
+    graph = _graph(
+        tmp_path,
+        {
+            "go.mod": "module go.example.org/otel\n",
+            "trace.go": "package otel\n\nfunc Tracer() int { return 0 }\n",
+            "sdk/go.mod": "module go.example.org/otel/sdk\n\nreplace go.example.org/otel => ../\n",
+            "sdk/provider.go": 'package sdk\n\nimport "go.example.org/otel"\n\n'
+            "func New() int { return otel.Tracer() }\n",
+        },
+    )
+    assert _callers(graph, "Tracer") == [("sdk/provider.go", RESOLVED)]
+
+
+RUST_WORKSPACE = {
+    "Cargo.toml": '[workspace]\nmembers = ["semver", "cli"]\n',
+    "semver/Cargo.toml": '[package]\nname = "semver"\nversion = "1.0.0"\n',
+    "semver/src/lib.rs": "mod parse;\npub use crate::parse::Version;\n",
+    "semver/src/parse.rs": "pub struct Version;\n\nimpl Version {\n"
+    "    pub fn parse(text: &str) -> Version { Version }\n}\n",
+    "semver/tests/version.rs": "use semver::Version;\n\n#[test]\n"
+    'fn parses() {\n    Version::parse("1.0.0");\n}\n',
+    "cli/Cargo.toml": '[package]\nname = "semver-cli"\n\n'
+    '[dependencies]\nsemver = { path = "../semver" }\n',
+    "cli/src/main.rs": 'fn main() {\n    semver::Version::parse("2.0.0");\n}\n',
+}
+
+
+def test_rust_calls_through_a_crates_name_resolve_from_its_tests_and_other_crates(tmp_path):
+    graph = _graph(tmp_path, RUST_WORKSPACE)
+    assert _callers(graph, "Version::parse") == [
+        ("cli/src/main.rs", RESOLVED),
+        ("semver/tests/version.rs", RESOLVED),
+    ]
+
+
+JS_WORKSPACE = {
+    "package.json": '{"private": true, "workspaces": ["packages/*"]}',
+    "packages/server/package.json": '{"name": "@acme/server", "main": "dist/index.js",'
+    ' "exports": {".": {"import": "./dist/index.mjs"}, "./http": "./dist/http.js"}}',
+    "packages/server/src/index.ts": "export function createServer() { return 1; }\n",
+    "packages/server/src/http.ts": "export function listen() { return 2; }\n",
+    "packages/client/package.json": '{"name": "@acme/client", "main": "./index.js"}',
+    "packages/client/index.js": "const { createServer } = require('@acme/server');\n"
+    "function connect() { return createServer(); }\nmodule.exports = { connect };\n",
+    "apps/web/main.ts": "import { listen } from '@acme/server/http';\n"
+    "import { connect } from '@acme/client';\nexport function start() { connect(); listen(); }\n",
+}
+
+
+def test_js_workspace_packages_resolve_by_name_exports_and_main_to_their_source(tmp_path):
+    graph = _graph(tmp_path, JS_WORKSPACE)
+    assert _callers(graph, "createServer") == [("packages/client/index.js", RESOLVED)]
+    assert _callers(graph, "listen") == [("apps/web/main.ts", RESOLVED)]
+    assert _callers(graph, "connect") == [("apps/web/main.ts", RESOLVED)]
+
+
+def test_manifests_are_untrusted_a_target_outside_the_repository_or_a_broken_file_names_nothing():
+    hostile = "module x\nreplace y => ../../../etc\nreplace z => /etc\n"
+    assert read_manifest("a/go.mod", hostile) == [Module("a/go.mod", "go", "x", "a")]
+    assert read_manifest("package.json", '{"name": "p", "main": "../../secret.js"}') == [
+        Module("package.json", "js", "p", "")
+    ]
+    assert read_manifest("Cargo.toml", '[package]\nname = "c"\n[lib]\npath = "/etc/x.rs"\n') == []
+    for broken in ("{", "[" * 100_000, "\x00\xff", "name = ", "x" * 300_000):
+        for name in ("go.mod", "package.json", "Cargo.toml", "go.work"):
+            assert isinstance(read_manifest(name, broken), list)
