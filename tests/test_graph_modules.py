@@ -127,3 +127,75 @@ def test_manifests_are_untrusted_a_target_outside_the_repository_or_a_broken_fil
     for broken in ("{", "[" * 100_000, "\x00\xff", "name = ", "x" * 300_000):
         for name in ("go.mod", "package.json", "Cargo.toml", "go.work"):
             assert isinstance(read_manifest(name, broken), list)
+
+
+JAVA_TYPED = {
+    "src/main/java/com/ex/internal/Excluder.java": "package com.ex.internal;\n\n"
+    "public final class Excluder {\n  public boolean excludeField(String f) { return false; }\n}\n",
+    "src/main/java/com/ex/Gson.java": "package com.ex;\n\npublic final class Gson {\n"
+    "  public Object getAdapter(Class<?> type) { return null; }\n"
+    "  public Object getAdapter(String name) { return null; }\n}\n",
+    "src/main/java/com/ex/JsonReader.java": "package com.ex;\n\npublic class JsonReader {\n"
+    "  public int peek() { return 0; }\n}\n",
+    "src/main/java/com/ex/Reader.java": "package com.ex;\n\npublic class Reader {\n"
+    "  public int peek() { return 1; }\n}\n",
+    "src/main/java/com/ex/bind/Factory.java": "package com.ex.bind;\n\n"
+    "import com.ex.Gson;\nimport com.ex.JsonReader;\nimport com.ex.Reader;\n"
+    "import com.ex.internal.Excluder;\n\n"
+    "public final class Factory {\n"
+    "  private final Excluder excluder;\n\n"
+    "  Factory(Excluder excluder) { this.excluder = excluder; }\n\n"
+    "  boolean include(String f) { return !excluder.excludeField(f); }\n\n"  # line 13
+    "  Object create(Gson gson) { return gson.getAdapter(String.class); }\n\n"  # line 15
+    "  int read(Reader reader) { return reader.peek(); }\n\n"  # line 17
+    "  int read(JsonReader reader) { return reader.peek(); }\n\n"  # line 19
+    "  int local() { var r = new JsonReader(); JsonReader s = null; return r.peek(); }\n}\n",
+}
+
+
+def test_java_calls_through_typed_fields_parameters_and_locals_resolve_to_the_declared_type(
+    tmp_path,
+):
+    graph = _graph(tmp_path, JAVA_TYPED)
+    factory = "src/main/java/com/ex/bind/Factory.java"
+    assert [(r.path, r.line) for r in graph.callers("excludeField")] == [(factory, 13)]
+    (adapter,) = graph.callers("getAdapter")
+    assert adapter.line == 15 and len(adapter.targets) == 2  # the two overloads
+    # Of two overloads of `read`, each call follows its own parameter's type.
+    assert [(r.line, r.resolution) for r in graph.callers("JsonReader.peek")] == [
+        (19, RESOLVED),
+        (21, RESOLVED),
+    ]
+    assert [r.line for r in graph.callers("Reader.peek")] == [17]
+
+
+GO_TYPED = {
+    "go.mod": "module example.com/app\n",
+    "store/store.go": "package store\n\ntype Store[K comparable] struct{}\n\n"
+    "func (s *Store[K]) Get(key K) int { return 0 }\n",
+    "server/server.go": 'package server\n\nimport "example.com/app/store"\n\n'
+    "type Server struct {\n\tname  string\n\tstore *store.Store[string]\n}\n\n"
+    'func (s *Server) Lookup() int { return s.store.Get("a") }\n\n'  # line 10
+    'func Serve(st *store.Store[string]) int { return st.Get("b") }\n',  # line 13
+}
+
+
+def test_go_calls_through_a_struct_field_a_parameter_and_a_generic_type_resolve(tmp_path):
+    graph = _graph(tmp_path, GO_TYPED)
+    assert [(r.path, r.line) for r in graph.callers("Store.Get")] == [
+        ("server/server.go", 10),
+        ("server/server.go", 12),
+    ]
+
+
+TS_TYPED = {
+    "src/store.ts": "export class Store {\n  get(key: string) { return key; }\n}\n",
+    "src/server.ts": "import { Store } from './store';\n\nexport class Server {\n"
+    "  constructor(private readonly store: Store) {}\n"
+    "  lookup() { return this.store.get('a'); }\n}\n",  # line 5
+}
+
+
+def test_a_typescript_parameter_property_types_the_field_its_calls_go_through(tmp_path):
+    graph = _graph(tmp_path, TS_TYPED)
+    assert [(r.path, r.line) for r in graph.callers("Store.get")] == [("src/server.ts", 5)]

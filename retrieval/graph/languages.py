@@ -35,6 +35,9 @@ class GraphSpec:
     # make()`, Go's `s := NewSession()`, Rust's `let s = Session::new()`) or to something
     # unknown (`for s in …`), so that `s.send()` can be followed to Session.send, or not.
     bindings: frozenset[str] = _fs()
+    # Java: a method sees its class's fields by their bare names (`excluder.excludeField()`
+    # calls a method of the field `excluder` unless a local or parameter has that name).
+    implicit_fields: bool = False
 
 
 _JS = GraphSpec(
@@ -101,7 +104,10 @@ SPECS: dict[str, GraphSpec] = {
         imports=_fs({"import_spec"}),
         self_names=_fs(),
         variables=_fs({"const_spec", "var_spec"}),
-        bindings=_fs({"short_var_declaration", "var_spec"}),
+        # Parameters (`s *Store`) and struct fields (`store *Store`, for `s.store.Get()`).
+        bindings=_fs(
+            {"short_var_declaration", "var_spec", "parameter_declaration", "field_declaration"}
+        ),
     ),
     "rust": GraphSpec(
         functions=_fs({"function_item", "function_signature_item"}),
@@ -127,6 +133,15 @@ SPECS: dict[str, GraphSpec] = {
         imports=_fs({"import_declaration"}),
         # Not `super`: `super.m()` means the base's m, which `self.m` would not find first.
         self_names=_fs({"this"}),
+        bindings=_fs(
+            {
+                "local_variable_declaration",
+                "field_declaration",
+                "formal_parameter",
+                "enhanced_for_statement",
+            }
+        ),
+        implicit_fields=True,
     ),
 }
 
