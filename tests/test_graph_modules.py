@@ -199,3 +199,21 @@ TS_TYPED = {
 def test_a_typescript_parameter_property_types_the_field_its_calls_go_through(tmp_path):
     graph = _graph(tmp_path, TS_TYPED)
     assert [(r.path, r.line) for r in graph.callers("Store.get")] == [("src/server.ts", 5)]
+
+
+def test_rust_calls_inside_macro_arguments_resolve_as_calls_outside_them(tmp_path):
+    files = dict(RUST_WORKSPACE)
+    files["semver/src/lib.rs"] += "\npub fn to_string(v: &Version) -> String { String::new() }\n"
+    files["semver/tests/version.rs"] = (
+        "use semver::{to_string, Version};\n\n#[test]\nfn parses() {\n"
+        '    assert!(Version::parse("1.0.0").is_some());\n'  # line 5
+        '    assert_eq!(semver::Version::parse::<>("2.0.0"), vec![Version::parse("3")]);\n'
+        '    assert_eq!(to_string(&v), "1.0.0".to_string());\n'  # line 7
+        "}\n"
+    )
+    graph = _graph(tmp_path, files)
+    tests = "semver/tests/version.rs"
+    parses = [(r.path, r.line) for r in graph.callers("Version::parse")]
+    assert parses == [("cli/src/main.rs", 2), (tests, 5), (tests, 6), (tests, 6)]
+    # `"1.0.0".to_string()` is a method of a string, not the crate's free function.
+    assert [(r.path, r.line) for r in graph.callers("to_string")] == [(tests, 7)]

@@ -82,6 +82,7 @@ def _query(language: str) -> Query | None:
         | spec.variable_declarators
         | spec.variables
         | spec.bindings
+        | spec.macros
         | frozenset(spec.calls)
     )
     present = sorted(kind for kind in wanted if grammar.id_for_node_kind(kind, True) is not None)
@@ -214,6 +215,10 @@ class _Walker:
         if kind in spec.calls:
             self.scope_start = scope.start_byte
             self._call(node, scope.caller, scope.receiver)
+        elif kind in spec.macros:
+            for tokens in node.named_children:
+                if tokens.type == "token_tree":
+                    self._token_calls(tokens, scope.caller)
         elif kind in spec.imports:
             self._import(node)
         elif kind in spec.variable_declarators:
@@ -525,6 +530,40 @@ class _Walker:
         if self.spec.bindings and node.type not in _CONSTRUCTIONS_OF_NEW:
             bound = self._receiver(callee, callee_node, caller)
         self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node), bound))
+
+    def _token_calls(self, tokens: Node, caller: str | None) -> None:
+        """The calls in a macro's token tree, spelled as outside macros: a path (`a::b::f`,
+        `self.f`, `x.f`, `Type::<T>::f`) followed by a parenthesized group, and `f().g()`'s
+        `?.g`. Groups nest; a nested macro's name (`vec!`) is no call."""
+        path: list[str] = []
+        line = 0
+        joined = False  # the last token was `::` or `.`, which continue a path
+        generics = 0  # inside a turbofish `::<…>`
+        for token in tokens.children[1:-1]:  # between the delimiters
+            kind = token.type
+            if generics:
+                generics += (kind == "<") - (kind == ">")
+                joined = bool(generics)  # `f::<T>` is a path again once `>` closes it
+                continue
+            if kind in ("identifier", "self", "super", "crate"):
+                if not (joined and path):
+                    path, line = [], _line(token)
+                path.append(_text(token))
+                joined = False
+            elif kind == "." or kind == "::" and path:
+                path = path or ["?"]  # `"a".to_string()`: a method of a value, not `to_string()`
+                joined = True
+            elif kind == "<" and joined and path:
+                generics = 1
+            elif kind == "token_tree":
+                opens_call = path and not joined and _text(token).startswith("(")
+                if opens_call and len(".".join(path)) <= MAX_CALLEE_CHARS:
+                    callee = self._own(".".join(path))
+                    self.facts.calls.append(Call(self.facts.path, caller, callee, line))
+                self._token_calls(token, caller)
+                path, joined = (["?"], False) if opens_call else ([], False)
+            else:
+                path, joined = [], False
 
     # -- imports --
 

@@ -24,6 +24,9 @@ class GraphSpec:
     self_names: frozenset[str]
     # Containers that name the scope of their members without being definitions (Rust impl).
     scopes: frozenset[str] = _fs()
+    # Rust: macro invocations, whose arguments the grammar leaves as tokens (`assert_eq!(
+    # from_str::<T>(s)?, …)`, serde_json's `tri!(…)`); the calls in them are read from those.
+    macros: frozenset[str] = _fs()
     # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m; any other
     # top-level `const`/`let`/`var` defines a variable.
     variable_declarators: frozenset[str] = _fs()
@@ -116,6 +119,7 @@ SPECS: dict[str, GraphSpec] = {
         imports=_fs({"use_declaration", "mod_item"}),
         self_names=_fs({"self", "Self"}),
         scopes=_fs({"impl_item"}),
+        macros=_fs({"macro_invocation"}),
         variables=_fs({"const_item", "static_item"}),
         bindings=_fs({"let_declaration"}),
     ),
