@@ -217,3 +217,20 @@ def test_rust_calls_inside_macro_arguments_resolve_as_calls_outside_them(tmp_pat
     assert parses == [("cli/src/main.rs", 2), (tests, 5), (tests, 6), (tests, 6)]
     # `"1.0.0".to_string()` is a method of a string, not the crate's free function.
     assert [(r.path, r.line) for r in graph.callers("to_string")] == [(tests, 7)]
+
+
+def test_rust_items_inside_a_macros_braces_are_definitions_on_their_own_lines(tmp_path):
+    graph = _graph(
+        tmp_path,
+        {
+            "tokio/Cargo.toml": '[package]\nname = "tokio"\n',
+            "tokio/src/lib.rs": "pub mod task;\n\ncfg_rt! {\n    pub use task::spawn;\n}\n",
+            "tokio/src/task.rs": "cfg_rt! {\n    /// Runs a task.\n"
+            "    pub fn spawn(f: u8) -> u8 {\n        f\n    }\n}\n",
+            "app/Cargo.toml": '[package]\nname = "app"\n',
+            "app/src/main.rs": "fn main() {\n    tokio::spawn(1);\n}\n",
+        },
+    )
+    (spawn,) = graph.definitions("spawn")
+    assert (spawn.path, spawn.start_line, spawn.end_line) == ("tokio/src/task.rs", 3, 5)
+    assert _callers(graph, "spawn") == [("app/src/main.rs", RESOLVED)]

@@ -35,6 +35,11 @@ MAX_CALLEE_CHARS = 120
 # Minified files (this many characters a line on average, as the chunker judges them) get
 # no graph: their names are mangled, and walking them costs more than the rest of a repo.
 MINIFIED_AVERAGE_LINE_CHARS = ChunkLimits().minified_average_line_chars
+# Rust macros whose braces hold items (tokio's `cfg_rt! { pub fn spawn … }`, most of its
+# API) are parsed as Rust again, nested this deep at most.
+MAX_MACRO_DEPTH = 4
+# Where a macro that holds items may stand: at the top of a file or module, in an impl.
+_ITEM_LISTS = frozenset({"source_file", "declaration_list"})
 
 
 def extract(file: SourceFile, trees: SyntaxTrees | None = None) -> FileGraph:
@@ -130,10 +135,11 @@ def dotted(node: Node | None) -> str | None:
 
 
 class _Walker:
-    def __init__(self, spec: GraphSpec, language: str, facts: FileGraph) -> None:
+    def __init__(self, spec: GraphSpec, language: str, facts: FileGraph, depth: int = 0) -> None:
         self.spec = spec
         self.language = language
         self.facts = facts
+        self.depth = depth  # of macros holding items, re-parsed (`_macro_items`)
         # Qualnames of the classes (and Rust impl types) seen so far: a function directly
         # inside one is a method.
         self.class_names: set[str] = set()
@@ -156,11 +162,15 @@ class _Walker:
         self.wanted_locals: set[tuple[str | None, str]] = set()
         self.wanted_attributes: set[tuple[str | None, str]] = set()
 
-    def run(self, root: Node, query: Query) -> None:
-        """Visit the query's nodes in document order, tracking which definition holds each."""
+    def run(self, root: Node, query: Query, outer: _Scope | None = None) -> None:
+        """Visit the query's nodes in document order, tracking which definition holds each
+        (inside `outer`, for the items of a macro)."""
         nodes = QueryCursor(query).captures(root).get("node", [])
         nodes.sort(key=lambda node: (node.start_byte, -node.end_byte))
-        stack = [_Scope(root.end_byte + 1, (), None, None)]
+        names, caller, receiver = (
+            (outer.names, outer.caller, outer.receiver) if outer else ((), None, None)
+        )
+        stack = [_Scope(root.end_byte + 1, names, caller, receiver)]
         for node in nodes:
             while len(stack) > 1 and node.start_byte >= stack[-1].end_byte:
                 stack.pop()
@@ -216,9 +226,14 @@ class _Walker:
             self.scope_start = scope.start_byte
             self._call(node, scope.caller, scope.receiver)
         elif kind in spec.macros:
-            for tokens in node.named_children:
-                if tokens.type == "token_tree":
-                    self._token_calls(tokens, scope.caller)
+            tokens = next((c for c in node.named_children if c.type == "token_tree"), None)
+            parent = node.parent
+            if tokens is None:
+                return None
+            if parent is not None and parent.type in _ITEM_LISTS and _text(tokens)[:1] == "{":
+                self._macro_items(tokens, scope)
+            else:
+                self._token_calls(tokens, scope.caller)
         elif kind in spec.imports:
             self._import(node)
         elif kind in spec.variable_declarators:
@@ -530,6 +545,22 @@ class _Walker:
         if self.spec.bindings and node.type not in _CONSTRUCTIONS_OF_NEW:
             bound = self._receiver(callee, callee_node, caller)
         self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node), bound))
+
+    def _macro_items(self, tokens: Node, scope: _Scope) -> None:
+        """The definitions and calls of the items a macro's braces hold, parsed as Rust on
+        the lines they stand on; too deeply nested, only their calls."""
+        parser = parser_for(self.language)
+        if parser is None or self.depth >= MAX_MACRO_DEPTH:
+            self._token_calls(tokens, scope.caller)
+            return
+        row, column = tokens.start_point
+        inner = (tokens.text or b"")[1:-1]
+        tree = parser.parse(b"\n" * row + b" " * (column + 1) + inner)
+        walker = _Walker(self.spec, self.language, self.facts, self.depth + 1)
+        walker.class_names = self.class_names  # an impl's type, for `Type.m`
+        query = _query(self.language)
+        if query is not None:
+            walker.run(tree.root_node, query, scope)
 
     def _token_calls(self, tokens: Node, caller: str | None) -> None:
         """The calls in a macro's token tree, spelled as outside macros: a path (`a::b::f`,

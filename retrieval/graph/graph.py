@@ -407,10 +407,16 @@ class Graph:
                 return self._lookup(files, [imported.alias], hops - 1)
             return self._lookup(files, rest, hops - 1) if rest else []
         found = self._lookup(files, [imported.name, *rest], hops - 1)
-        if not found and language == "java":  # `import a.b.Foo`: Foo's file is a/b/Foo.java
+        if not found and language == "java":
+            # `import a.b.Foo`: Foo's file is a/b/Foo.java; `import static a.b.Foo.m`: m is
+            # Foo's member, in that same file.
             joined = _join_module(language, imported.module, imported.name)
             files = self._module_files(path, language, joined)
             found = self._lookup(files, [imported.name, *rest], hops - 1)
+            owner = imported.module.rsplit(".", 1)[-1]
+            if not found and not files:
+                files = self._module_files(path, language, imported.module)
+                found = self._lookup(files, [owner, imported.name, *rest], hops - 1)
         if not found and rest:  # `from pkg import module` then `module.f()`
             submodule = _join_module(language, imported.module, imported.name)
             found = self._lookup(self._module_files(path, language, submodule), rest, hops - 1)
