@@ -591,20 +591,13 @@ class Graph:
                     best.append(module)
         return best
 
-    def _go_module_files(self, module: str) -> list[str] | None:
-        """The files of Go package `module` by its module's path (go.mod, replace); None when
-        no manifest names it."""
-        named = self._named_modules("go", module)
-        if not named:
-            return None
+    def _go_module_files(self, module: str) -> list[str]:
+        """The files of Go package `module` by its module's path (go.mod, replace); none
+        when no manifest names it or its folder holds no Go files (a vendored copy)."""
         found: list[str] = []
-        for declared in named:
+        for declared in self._named_modules("go", module):
             rest = module[len(declared.name) :].strip("/")
-            folder = (
-                posixpath.normpath(posixpath.join(declared.target, rest))
-                if rest
-                else declared.target
-            )
+            folder = posixpath.normpath(posixpath.join(declared.target, rest))
             folder = "" if folder == "." else folder
             found += [p for p in self._files_in(folder, "go") if not p.endswith("_test.go")]
         return sorted(set(found))
@@ -672,7 +665,7 @@ class Graph:
             return [s + x for s in sorted(stems) for x in _JS_SUFFIXES if s + x in languages][:1]
         if language == "go":
             named = self._go_module_files(module)
-            if named is not None:
+            if named:
                 return named
             folders = {posixpath.dirname(p) for p, lang in languages.items() if lang == "go"}
             matching = [f for f in folders if f and (module == f or module.endswith("/" + f))]
