@@ -234,3 +234,30 @@ def test_rust_items_inside_a_macros_braces_are_definitions_on_their_own_lines(tm
     (spawn,) = graph.definitions("spawn")
     assert (spawn.path, spawn.start_line, spawn.end_line) == ("tokio/src/task.rs", 3, 5)
     assert _callers(graph, "spawn") == [("app/src/main.rs", RESOLVED)]
+
+
+def test_calls_through_a_field_declared_in_another_file_follow_its_declared_type(tmp_path):
+    graph = _graph(
+        tmp_path,
+        {
+            "src/main/java/com/ex/JsonParser.java": "package com.ex;\n\n"
+            "public abstract class JsonParser {\n  public abstract int nextToken();\n}\n",
+            "src/main/java/com/ex/ParserDelegate.java": "package com.ex;\n\n"
+            "public class ParserDelegate {\n  protected JsonParser delegate;\n}\n",
+            "src/main/java/com/ex/filter/Filtering.java": "package com.ex.filter;\n\n"
+            "import com.ex.ParserDelegate;\n\n"
+            "public class Filtering extends ParserDelegate {\n"
+            "  int next() { return delegate.nextToken(); }\n}\n",  # line 6
+            "go.mod": "module example.com/app\n",
+            "server/types.go": "package server\n\ntype Store struct{}\n\n"
+            "func (s *Store) Get() int { return 0 }\n\ntype Server struct {\n\tstore *Store\n}\n",
+            "server/server.go": "package server\n\n"
+            "func (s *Server) Lookup() int { return s.store.Get() }\n",  # line 3
+        },
+    )
+    assert [(r.path, r.line) for r in graph.callers("nextToken")] == [
+        ("src/main/java/com/ex/filter/Filtering.java", 6)
+    ]
+    assert [(r.path, r.line) for r in graph.callers("Store.Get")] == [("server/server.go", 3)]
+    (field,) = graph.definitions("Server.store")
+    assert (field.path, field.kind, field.returns) == ("server/types.go", "variable", "Store")

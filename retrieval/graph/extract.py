@@ -197,12 +197,16 @@ class _Walker:
             owner = self._class_of(caller) if self.spec.implicit_fields else None
             if earlier or owner is None:
                 receiver = _one_class(earlier)
-            else:  # no local or parameter of that name: the class's field, if one
-                receiver = _one_class(self.attributes.get((owner, name)))
+            elif (owner, name) in self.attributes:  # no local or parameter of that name
+                receiver = _one_class(self.attributes[(owner, name)])
+            else:  # a field declared in another file (a base class's), if one: query time
+                receiver = f"self.{name}"
             if receiver is not None:
                 calls[index] = replace(calls[index], receiver=receiver)
         for index, owner, attribute in self.attribute_calls:
-            receiver = _one_class(self.attributes.get((owner, attribute)))
+            bound = self.attributes.get((owner, attribute))
+            # Never bound in this file: the field's declared type, read at query time.
+            receiver = _one_class(bound) if bound is not None else f"self.{attribute}"
             if receiver is not None:
                 calls[index] = replace(calls[index], receiver=receiver)
 
@@ -244,6 +248,8 @@ class _Walker:
         else:
             if kind in spec.variables and scope.caller is None:  # not inside a function
                 self._variables(node, scope.names)
+            if kind in spec.fields and scope.caller in self.class_names:
+                self._fields(node, scope.names)
             if kind in spec.bindings:
                 self.binding_nodes.append((node, scope.caller))
         return None
@@ -307,6 +313,30 @@ class _Walker:
                 self.facts.path, qualname, KIND_VARIABLE, _line(node), node.end_point[0] + 1
             )
             self.facts.definitions.append(definition)
+
+    def _fields(self, node: Node, scope: tuple[str, ...]) -> None:
+        """A field of the class `scope` (Java's `Excluder a, b;`, Go's `store *Store`,
+        TypeScript's `store: Store`): `Class.field`, returning its declared type."""
+        type_node = node.child_by_field_name("type")
+        names = [
+            declarator.child_by_field_name("name")
+            for declarator in node.children_by_field_name("declarator")
+        ] or [*node.children_by_field_name("name")]
+        returns = _annotation(type_node)
+        for name in names:
+            text = _text(name)
+            if text.isidentifier():
+                qualname = ".".join((*scope, text))
+                self.facts.definitions.append(
+                    Definition(
+                        self.facts.path,
+                        qualname,
+                        KIND_VARIABLE,
+                        _line(node),
+                        node.end_point[0] + 1,
+                        returns,
+                    )
+                )
 
     def _rust_impl(self, node: Node, scope: tuple[str, ...]) -> _Scope:
         """`impl Trait for Type { fn m … }`: methods are `Type.m`; Type inherits Trait."""
@@ -504,7 +534,10 @@ class _Walker:
         """The class the object of a method call `callee` was made by (`Session().send()`);
         a call on a bound name is noted, to be typed once the file is read (`_type_receivers`)."""
         parts = callee.split(".")
-        if len(parts) == 3 and parts[0] == "self" and (owner := self._class_of(caller)):
+        owner = self._class_of(caller)
+        if owner is None and caller and self.language == "go":  # a type of another file
+            owner = caller.rsplit(".", 1)[0] if "." in caller else None
+        if len(parts) == 3 and parts[0] == "self" and owner:
             self.attribute_calls.append((len(self.facts.calls), owner, parts[1]))
             return None
         if len(parts) != 2:

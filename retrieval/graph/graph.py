@@ -340,18 +340,36 @@ class Graph:
         if parts[0] == "?":
             return []  # `f().g()`, `super().g()`: the object's type is unknown here
         if parts[0] == "self":
-            owner = self._context(call.path).enclosing_class(call.caller)
-            if owner is None or len(parts) != 2:
+            if len(parts) != 2:
                 return []
-            return self._method(call.path, owner, parts[1], MAX_HOPS)
+            owner = self._context(call.path).enclosing_class(call.caller)
+            if owner is not None:
+                return self._method(call.path, owner, parts[1], MAX_HOPS)
+            return self._sibling_method(call, parts[1])
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
+
+    def _sibling_method(self, call: Call, method: str) -> list[Definition]:
+        """Go: `s.f()` in a method of a type declared in another file of its package."""
+        if self._language(call.path) != "go" or not call.caller or "." not in call.caller:
+            return []
+        owner = call.caller.rsplit(".", 1)[0]
+        found: list[Definition] = []
+        for named in self._resolve_name(call.path, [owner], None, MAX_HOPS):
+            if named.kind == KIND_CLASS:
+                found.extend(self._method(named.path, named.qualname, method, MAX_HOPS))
+        return found
 
     def _bound_method(self, call: Call, receiver: str, method: str) -> list[Definition]:
         """`method` of the class the call's object was bound to: class `receiver`, or the
         class function `receiver` declares it returns (`def make() -> Session`); none when
         the function declares no class (what it returns is not inferred from its body)."""
-        # The receiver's name resolves as a call to it would (`self.make` as a method).
+        # The receiver's name resolves as a call to it would (`self.make` as a method,
+        # `self.store` as a field).
         bound = self._resolve(replace(call, callee=receiver, receiver=None))
+        if not bound and receiver.startswith("self."):
+            # No such field: `excluder.f()` may name a class (Java's `Foo.f()`), `self.s.f()`
+            # an attribute nothing declares; resolved as written, as before.
+            return self._resolve(replace(call, receiver=None))
         found: list[Definition] = []
         for named in bound:
             if named.kind != KIND_CLASS and named.returns is not None:

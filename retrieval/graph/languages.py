@@ -38,6 +38,9 @@ class GraphSpec:
     # make()`, Go's `s := NewSession()`, Rust's `let s = Session::new()`) or to something
     # unknown (`for s in …`), so that `s.send()` can be followed to Session.send, or not.
     bindings: frozenset[str] = _fs()
+    # Fields declared in a class or struct body: definitions `Class.field` with their
+    # declared type, which calls through the field (`s.store.Get()`) follow, from any file.
+    fields: frozenset[str] = _fs()
     # Java: a method sees its class's fields by their bare names (`excluder.excludeField()`
     # calls a method of the field `excluder` unless a local or parameter has that name).
     implicit_fields: bool = False
@@ -76,6 +79,7 @@ _JS = GraphSpec(
             "for_in_statement",
         }
     ),
+    fields=_fs({"public_field_definition"}),
 )
 
 SPECS: dict[str, GraphSpec] = {
@@ -111,6 +115,7 @@ SPECS: dict[str, GraphSpec] = {
         bindings=_fs(
             {"short_var_declaration", "var_spec", "parameter_declaration", "field_declaration"}
         ),
+        fields=_fs({"field_declaration"}),
     ),
     "rust": GraphSpec(
         functions=_fs({"function_item", "function_signature_item"}),
@@ -145,6 +150,7 @@ SPECS: dict[str, GraphSpec] = {
                 "enhanced_for_statement",
             }
         ),
+        fields=_fs({"field_declaration"}),
         implicit_fields=True,
     ),
 }
