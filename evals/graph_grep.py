@@ -8,7 +8,8 @@ are one case), the lines `grep -rnE REGEX` finds in files with the definition's 
 (comment lines and the definitions' own header lines left out), and the share of those
 lines that `callers SYMBOL` lists as resolved to one of those definitions. A grep line
 is not always a call of this definition (a same-named method of another type), so a
-share below 100% is an upper bound on what the graph misses: `--show N` prints N missed
+share below 100% is an upper bound on what the graph misses; lines in files the index
+leaves out (generated code, by default) are counted apart, as `skipped`: `--show N` prints N missed
 lines, and N of the graph's lines grep's pattern did not find, to judge by reading.
 Prints one line per case, then the totals per language. The graph is built once into
 --graph-dir (kept, and reused when it exists) or a temporary folder.
@@ -51,6 +52,7 @@ class Measured:
     case: Case
     language: str
     grep_lines: int
+    skipped: int  # grep lines in files the graph does not hold (generated, ignored)
     resolved: int
     rows: int  # every caller row the graph printed, any line
 
@@ -85,6 +87,8 @@ def measure(graph: Graph, repo: Path, case: Case, show: int) -> Measured:
     }
     grep = {(path, line) for path, line, text in _grep(repo, case.regex, extension)}
     grep -= headers
+    held = {(path, line) for path, line in grep if graph.language_of(path) is not None}
+    skipped, grep = len(grep) - len(held), held
     references = graph.callers(case.symbol)
     wanted = set(targets)
     resolved = {(r.path, r.line) for r in references if wanted & set(r.targets)}
@@ -93,7 +97,7 @@ def measure(graph: Graph, repo: Path, case: Case, show: int) -> Measured:
             text = (repo / path).read_text(errors="replace").splitlines()[line - 1].strip()
             print(f"    {label} {path}:{line}  {text[:100]}")
     language = graph.language_of(targets[0].path) or extension
-    return Measured(case, language, len(grep), len(grep & resolved), len(references))
+    return Measured(case, language, len(grep), skipped, len(grep & resolved), len(references))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{found.language:<10} {case.symbol} ({case.defined_in}): grep {found.grep_lines:,} "
             f"call lines, {found.resolved:,} resolved to it ({share:.0%}); "
-            f"callers lists {found.rows:,}"
+            f"callers lists {found.rows:,}; {found.skipped:,} more in files not indexed"
         )
         totals[found.language][0] += found.grep_lines
         totals[found.language][1] += found.resolved

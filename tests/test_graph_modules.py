@@ -243,9 +243,10 @@ def test_calls_through_a_field_declared_in_another_file_follow_its_declared_type
             "src/main/java/com/ex/JsonParser.java": "package com.ex;\n\n"
             "public abstract class JsonParser {\n  public abstract int nextToken();\n}\n",
             "src/main/java/com/ex/ParserDelegate.java": "package com.ex;\n\n"
-            "public class ParserDelegate {\n  protected JsonParser delegate;\n}\n",
+            "public class ParserDelegate {\n  protected JsonParser delegate;\n\n"
+            "  public JsonParser delegate() { return delegate; }\n}\n",
             "src/main/java/com/ex/filter/Filtering.java": "package com.ex.filter;\n\n"
-            "import com.ex.ParserDelegate;\n\n"
+            "import com.ex.*;\n\n"
             "public class Filtering extends ParserDelegate {\n"
             "  int next() { return delegate.nextToken(); }\n}\n",  # line 6
             "go.mod": "module example.com/app\n",

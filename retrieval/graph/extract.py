@@ -267,8 +267,12 @@ class _Walker:
         if node.type == "method_declaration" and self.language == "go":
             kind = KIND_METHOD
         returns = None
-        if not is_class:  # Go calls it the result
-            declared = node.child_by_field_name("return_type") or node.child_by_field_name("result")
+        if not is_class:  # Go calls it the result, Java the method's type
+            declared = (
+                node.child_by_field_name("return_type")
+                or node.child_by_field_name("result")
+                or (node.child_by_field_name("type") if self.language == "java" else None)
+            )
             returns = _annotation(declared)
             if returns == "Self" and scope:  # Rust: the type of the impl it is in
                 returns = ".".join(scope)

@@ -584,13 +584,26 @@ class Graph:
         self._file_languages()
         return self._tests.get(path, False)
 
-    def _files_in(self, folder: str, language: str) -> list[str]:
+    def _folders(self) -> dict[tuple[str, str], list[str]]:
+        """Every file by its folder and language."""
         if self._by_folder is None:
             table: dict[tuple[str, str], list[str]] = {}
             for path, lang in self._file_languages().items():
                 table.setdefault((posixpath.dirname(path), lang), []).append(path)
             self._by_folder = table
-        return self._by_folder.get((folder, language), [])
+        return self._by_folder
+
+    def _files_in(self, folder: str, language: str) -> list[str]:
+        return self._folders().get((folder, language), [])
+
+    def _package_files(self, folder: str, language: str) -> list[str]:
+        """The `language` files of every folder ending in `folder` (a Java package)."""
+        return [
+            path
+            for (held, lang), paths in self._folders().items()
+            if lang == language and (held == folder or held.endswith("/" + folder))
+            for path in paths
+        ]
 
     def _named_modules(self, language: str, name: str) -> list[Module]:
         """The modules the repository's manifests name `name`, or longest name that is a
@@ -709,7 +722,9 @@ class Graph:
                 return self._rooted(("src/lib.rs", "src/main.rs"), None)
             return self._rooted((f"{body}.rs", f"{body}/mod.rs"), None)
         if language == "java":
-            return self._rooted((module.replace(".", "/") + ".java",), None)
+            # A class's file (`import a.b.Foo`), else a package's folder (`import a.b.*`).
+            body = module.replace(".", "/")
+            return self._rooted((body + ".java",), None) or self._package_files(body, "java")
         return []
 
     def _rust_relative_files(self, importer: str, parts: list[str]) -> list[str]:
