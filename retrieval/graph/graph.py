@@ -48,6 +48,7 @@ DEFAULT_IMPACT_DEPTH = 2
 _JS_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
 _JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "/index.js")
 # Languages whose files see the definitions of the other files in their folder unimported.
+# Their imports bind names for the importing file alone: none is a re-export to follow.
 _PACKAGE_LANGUAGES = frozenset({"go", "java"})
 # File names that stand for their folder as a module.
 _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
@@ -123,6 +124,7 @@ class Graph:
         self._tests: dict[str, bool] = {}
         self._by_suffix: dict[str, list[str]] | None = None
         self._by_folder: dict[tuple[str, str], list[str]] | None = None
+        self._packages: dict[tuple[str, str], list[str]] = {}
         self._modules: dict[str, list[Module]] | None = None
         self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
 
@@ -140,6 +142,7 @@ class Graph:
             self._languages = None
             self._by_suffix = None
             self._by_folder = None
+            self._packages.clear()
             self._modules = None
 
     # -- public queries --
@@ -452,6 +455,8 @@ class Graph:
                 found.extend(defined)
             elif len(parts) == 2 and context.enclosing_class(parts[0]) == parts[0]:
                 found.extend(self._method(path, parts[0], parts[1], hops))
+            elif context.language in _PACKAGE_LANGUAGES:
+                continue  # `import a.b.*` in Foo.java does not make a.b's names Foo's
             elif hops > 0 and parts and parts[0] in context.imports:
                 for imported in context.imports[parts[0]]:
                     found.extend(self._through_import(path, imported, parts[1:], hops))
@@ -598,12 +603,15 @@ class Graph:
 
     def _package_files(self, folder: str, language: str) -> list[str]:
         """The `language` files of every folder ending in `folder` (a Java package)."""
-        return [
-            path
-            for (held, lang), paths in self._folders().items()
-            if lang == language and (held == folder or held.endswith("/" + folder))
-            for path in paths
-        ]
+        key = (folder, language)
+        if key not in self._packages:  # every file naming `a.b.*` asks for the same
+            self._packages[key] = [
+                path
+                for (held, lang), paths in self._folders().items()
+                if lang == language and (held == folder or held.endswith("/" + folder))
+                for path in paths
+            ]
+        return self._packages[key]
 
     def _named_modules(self, language: str, name: str) -> list[Module]:
         """The modules the repository's manifests name `name`, or longest name that is a
