@@ -4,9 +4,11 @@ Calls are stored with the callee name as written and resolved here, at query tim
 edit to one file never leaves stale edges into it. Resolution is best effort but honest:
 a name is followed only through the calling file's own definitions, its imports (aliases
 followed, re-exports a few hops), `self.`/`cls.`/`this.` methods of the enclosing class and
-its resolved bases, methods of the one class a Python or JS/TS name was bound to
-(`s = Session()`, `new Session()`, `s: Session`, `self.s = …`, or `s = make()` where `make`
-declares `-> Session`), and (Go, Java) the files of the same package. A name with several
+its resolved bases, methods of the one class a name was bound to (`s = Session()`, `new
+Session()`, `s: Session`, `self.s = …`, `s = make()` where `make` declares `-> Session`, a
+Java or Go parameter, local or field of a declared type), and (Go, Java) the files of the
+same package. Imports name the repository's own modules by path, or by the names its
+manifests give them (go.mod, Cargo.toml, package.json: modules.py). A name with several
 candidate definitions is reported with all of them, marked ambiguous; nothing is guessed.
 """
 
