@@ -768,3 +768,45 @@ def test_impact_says_through_which_call_or_import_each_file_is_reached(tmp_path)
     from codeqa.tui.graph_text import impact_lines
 
     assert "cli.py  [imports reader.py]" in impact_lines(impact)
+
+
+def test_callers_prints_a_limited_number_of_rows_each_naming_the_definition_it_reached(
+    tmp_path, capsys
+):
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli import main
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "mail.py").write_text("def send(message):\n    return message\n")
+    (repo / "sms.py").write_text("def send(text):\n    return text\n")
+    (repo / "outbox.py").write_text(
+        "from mail import send\nfrom sms import send as text\n\n\n"
+        "def flush():\n    send(1)\n    send(2)\n    text(3)\n"
+    )
+    build_index(repo, IndexSettings(index_dir=tmp_path / "index"), embed=False)
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index")]
+    capsys.readouterr()
+
+    assert main(["callers", "send", *where, "--limit", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "mail.py:1-2  send  (function)  [definition]",
+        "sms.py:1-2  send  (function)  [definition]",
+        "outbox.py:6-6  flush  (call send, resolved → mail.py:1 send)",
+        "outbox.py:7-7  flush  (call send, resolved → mail.py:1 send)",
+        "… and 1 more; --limit 0 for all",
+    ]
+    assert main(["callers", "send", *where, "--limit", "0", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [r["targets"][0]["path"] for r in printed["references"]] == [
+        "mail.py",
+        "mail.py",
+        "sms.py",
+    ]
+    assert printed["left_out"] == 0
+    assert main(["impact", "send", *where, "--limit", "1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "outbox.py:5-8  flush  (function)  [caller]",
+        "… and 1 more; --limit 0 for all",  # outbox.py, an importer
+    ]
+    assert main(["callers", "send", *where, "--limit", "-1"]) == 1

@@ -225,6 +225,22 @@ def test_references_follow_the_code_graph_and_refuse_what_it_cannot_answer(small
     drive(small_repo, index_dir, script)
 
 
+def test_references_list_limit_rows_then_how_many_more(small_repo, index_dir):
+    async def script(session: ClientSession) -> None:
+        every = await call(session, "references", symbol="py_scanstring", relation="callees")
+        total = len(every.structured_content["references"])
+        assert total > 1 and every.structured_content["left_out"] == 0
+
+        one = await call(session, "references", symbol="py_scanstring", relation="callees", limit=1)
+        assert len(one.structured_content["references"]) == 1
+        assert one.structured_content["left_out"] == total - 1
+        assert f"… and {total - 1:,} more; limit=0 for all" in text_of(one)
+
+        assert "limit" in await refused(session, "references", symbol="py_scanstring", limit=-1)
+
+    drive(small_repo, index_dir, script)
+
+
 def test_refresh_after_an_edit_makes_the_new_word_searchable(small_repo, index_dir):
     async def script(session: ClientSession) -> None:
         before = await call(session, "search", query="zanzibarquux", mode="bm25")

@@ -7,30 +7,54 @@ Lines read `path:start-end  symbol  (kind)`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from codeqa.retrieval.graph import Definition, Impact, Reference
 
 MODULE_LEVEL = "<module>"
+# Rows `codeqa refs|callers|impact` and the MCP `references` tool print unless asked for
+# more: a test helper of a monorepo has thousands of callers (5,510 rows, 557 kB in one).
+DEFAULT_GRAPH_LIMIT = 50
+# Of an ambiguous call's candidate definitions, how many its row names.
+_TARGETS_SHOWN = 3
 
 
 def definition_line(definition: Definition) -> str:
     return f"{definition.location}  {definition.qualname}  ({definition.kind})"
 
 
-def reference_line(reference: Reference) -> str:
+def reference_line(reference: Reference, *, name_targets: bool = False) -> str:
+    """One reference; with `name_targets` (the symbol has several definitions), the
+    definition it reached too: `resolved → geo/shapes.go:12 Rect.Area`."""
     context = reference.context.qualname if reference.context else MODULE_LEVEL
+    resolution = reference.resolution
+    if name_targets and reference.targets:
+        reached = [f"{t.path}:{t.start_line} {t.qualname}" for t in reference.targets]
+        if len(reached) > _TARGETS_SHOWN:
+            reached[_TARGETS_SHOWN:] = [f"{len(reached) - _TARGETS_SHOWN} more"]
+        resolution = f"{resolution} → {' | '.join(reached)}"
     return (
         f"{reference.path}:{reference.line}-{reference.line}  {context}  "
-        f"({reference.how} {reference.written}, {reference.resolution})"
+        f"({reference.how} {reference.written}, {resolution})"
     )
 
 
 def references_lines(
-    definitions: Sequence[Definition], references: Sequence[Reference], relation: str
+    definitions: Sequence[Definition],
+    references: Sequence[Reference],
+    relation: str,
 ) -> list[str]:
-    """The definitions, then the `relation` (callers, references…) or that none was found."""
+    """The definitions, then the `relation` (callers, references…) or that none was found;
+    each reference names the definition it reached when there are several."""
     lines = [f"{definition_line(definition)}  [definition]" for definition in definitions]
-    return lines + ([reference_line(r) for r in references] or [f"no {relation} found"])
+    several = len(definitions) > 1
+    found = [reference_line(r, name_targets=several) for r in references]
+    return lines + (found or [f"no {relation} found"])
+
+
+def left_out_line(left_out: int, listing: str) -> str:
+    """The line saying how many rows a limit left out, and how to see them (`listing`)."""
+    return f"… and {left_out:,} more; {listing} for all"
 
 
 def unresolved_hint(unresolved: int, symbol: str, listing: str) -> str:
@@ -59,6 +83,21 @@ def _called(impact: Impact, caller: Definition) -> str:
 
 def _imported(impact: Impact, importer: str) -> str:
     return impact.imports.get(importer, "?")
+
+
+def impact_rows(impact: Impact) -> int:
+    """How many rows `impact_lines` prints."""
+    return len(impact.callers) + len(impact.importers) + len(impact.tests)
+
+
+def limited_impact(impact: Impact, limit: int) -> Impact:
+    """`impact` with its first `limit` rows (callers, then importers, then tests); 0: all."""
+    if not limit:
+        return impact
+    callers = impact.callers[:limit]
+    importers = impact.importers[: max(0, limit - len(callers))]
+    tests = impact.tests[: max(0, limit - len(callers) - len(importers))]
+    return replace(impact, callers=callers, importers=importers, tests=tests)
 
 
 def definition_to_json(definition: Definition) -> dict[str, object]:

@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
 # 3: definitions keep the class a function declares it returns; 4: top-level variables are
 # definitions, `export … from` re-exports are imports, Rust impls of `&'a mut T` name T;
-# 5: Go's and Rust's locals are typed by what made them, functions by their declared result.
-GRAPH_VERSION = 5
+# 5: Go's and Rust's locals are typed by what made them, functions by their declared result;
+# 6: manifests' module names (go.mod, package.json, Cargo.toml); calls typed by Java's fields,
+# parameters and locals, Go's parameters and struct fields; Go generic types' methods named
+# by the type alone (`Store.Get`, not `Store[K].Get`).
+GRAPH_VERSION = 6
 
 __all__ = [
     "AMBIGUOUS",

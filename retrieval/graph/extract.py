@@ -12,6 +12,7 @@ from functools import cache
 from codeqa.retrieval.chunking.chunker import ChunkLimits
 from codeqa.retrieval.chunking.grammars import SyntaxTrees, parser_for
 from codeqa.retrieval.graph.languages import SPECS, GraphSpec, is_test_path
+from codeqa.retrieval.graph.modules import is_manifest, read_manifest
 from codeqa.retrieval.graph.records import (
     KIND_CLASS,
     KIND_FUNCTION,
@@ -34,6 +35,11 @@ MAX_CALLEE_CHARS = 120
 # Minified files (this many characters a line on average, as the chunker judges them) get
 # no graph: their names are mangled, and walking them costs more than the rest of a repo.
 MINIFIED_AVERAGE_LINE_CHARS = ChunkLimits().minified_average_line_chars
+# Rust macros whose braces hold items (tokio's `cfg_rt! { pub fn spawn … }`, most of its
+# API) are parsed as Rust again, nested this deep at most.
+MAX_MACRO_DEPTH = 4
+# Where a macro that holds items may stand: at the top of a file or module, in an impl.
+_ITEM_LISTS = frozenset({"source_file", "declaration_list"})
 
 
 def extract(file: SourceFile, trees: SyntaxTrees | None = None) -> FileGraph:
@@ -41,6 +47,10 @@ def extract(file: SourceFile, trees: SyntaxTrees | None = None) -> FileGraph:
 
     `trees`: the file's parses, shared with the chunker so that an index run parses it once.
     """
+    if is_manifest(file.path):  # go.mod, package.json, Cargo.toml: module names, no code
+        return FileGraph(
+            file.path, file.sha256, None, False, modules=read_manifest(file.path, file.text)
+        )
     language = file.language or ""
     spec = SPECS.get(language)
     if spec is None or parser_for(language) is None or (query := _query(language)) is None:
@@ -77,6 +87,7 @@ def _query(language: str) -> Query | None:
         | spec.variable_declarators
         | spec.variables
         | spec.bindings
+        | spec.macros
         | frozenset(spec.calls)
     )
     present = sorted(kind for kind in wanted if grammar.id_for_node_kind(kind, True) is not None)
@@ -91,6 +102,9 @@ class _Scope:
     names: tuple[str, ...]  # the enclosing names, for qualnames
     caller: str | None  # the enclosing definition's qualname, for calls
     receiver: str | None  # Go: the method receiver's name, which means `self`
+    # Where the definition starts: of Java's overloads, which share a qualname, a call
+    # sees the bindings of its own (`fromJson(JsonReader reader)`, not `(Reader reader)`).
+    start_byte: int = 0
 
 
 def _text(node: Node | None) -> str:
@@ -121,10 +135,11 @@ def dotted(node: Node | None) -> str | None:
 
 
 class _Walker:
-    def __init__(self, spec: GraphSpec, language: str, facts: FileGraph) -> None:
+    def __init__(self, spec: GraphSpec, language: str, facts: FileGraph, depth: int = 0) -> None:
         self.spec = spec
         self.language = language
         self.facts = facts
+        self.depth = depth  # of macros holding items, re-parsed (`_macro_items`)
         # Qualnames of the classes (and Rust impl types) seen so far: a function directly
         # inside one is a method.
         self.class_names: set[str] = set()
@@ -134,7 +149,8 @@ class _Walker:
         # the bindings of names that calls are made on are read past their name (most are
         # not): in a profile of django's extraction, binding took 0.30 s so against 0.49 s
         # reading every binding's value and annotation.
-        self.local_calls: list[tuple[int, str | None, str, int]] = []
+        self.local_calls: list[tuple[int, str | None, str, int, int]] = []
+        self.scope_start = 0  # the start of the definition holding the node visited
         self.attribute_calls: list[tuple[int, str, str]] = []
         self.binding_nodes: list[tuple[Node, str | None]] = []
         # What each such name was bound to, as a class name or None for anything else:
@@ -146,11 +162,15 @@ class _Walker:
         self.wanted_locals: set[tuple[str | None, str]] = set()
         self.wanted_attributes: set[tuple[str | None, str]] = set()
 
-    def run(self, root: Node, query: Query) -> None:
-        """Visit the query's nodes in document order, tracking which definition holds each."""
+    def run(self, root: Node, query: Query, outer: _Scope | None = None) -> None:
+        """Visit the query's nodes in document order, tracking which definition holds each
+        (inside `outer`, for the items of a macro)."""
         nodes = QueryCursor(query).captures(root).get("node", [])
         nodes.sort(key=lambda node: (node.start_byte, -node.end_byte))
-        stack = [_Scope(root.end_byte + 1, (), None, None)]
+        names, caller, receiver = (
+            (outer.names, outer.caller, outer.receiver) if outer else ((), None, None)
+        )
+        stack = [_Scope(root.end_byte + 1, names, caller, receiver)]
         for node in nodes:
             while len(stack) > 1 and node.start_byte >= stack[-1].end_byte:
                 stack.pop()
@@ -162,18 +182,31 @@ class _Walker:
 
     def _type_receivers(self) -> None:
         """Give the calls on bound names the class their name was bound to, if one."""
-        self.wanted_locals = {(caller, name) for _, caller, name, _ in self.local_calls}
+        self.wanted_locals = {(caller, name) for _, caller, name, _, _ in self.local_calls}
         self.wanted_attributes = {(owner, name) for _, owner, name in self.attribute_calls}
+        if self.spec.implicit_fields:  # `excluder.f()` may be on the class's field
+            for _, caller, name, _, _ in self.local_calls:
+                if (owner := self._class_of(caller)) is not None:
+                    self.wanted_attributes.add((owner, name))
         for node, scope in self.binding_nodes:
             self._bind(node, scope)
         calls = self.facts.calls
-        for index, caller, name, at in self.local_calls:
+        for index, caller, name, at, scope_start in self.local_calls:
             bindings = self.bound.get((caller, name), ())
-            receiver = _one_class({bound for start, bound in bindings if start <= at})
+            earlier = {bound for start, bound in bindings if scope_start <= start <= at}
+            owner = self._class_of(caller) if self.spec.implicit_fields else None
+            if earlier or owner is None:
+                receiver = _one_class(earlier)
+            elif (owner, name) in self.attributes:  # no local or parameter of that name
+                receiver = _one_class(self.attributes[(owner, name)])
+            else:  # a field declared in another file (a base class's), if one: query time
+                receiver = f"self.{name}"
             if receiver is not None:
                 calls[index] = replace(calls[index], receiver=receiver)
         for index, owner, attribute in self.attribute_calls:
-            receiver = _one_class(self.attributes.get((owner, attribute)))
+            bound = self.attributes.get((owner, attribute))
+            # Never bound in this file: the field's declared type, read at query time.
+            receiver = _one_class(bound) if bound is not None else f"self.{attribute}"
             if receiver is not None:
                 calls[index] = replace(calls[index], receiver=receiver)
 
@@ -190,11 +223,21 @@ class _Walker:
             if kind == "method_declaration" and self.language == "go":
                 receiver = _go_receiver(node)
             names = tuple(definition.qualname.split("."))
-            return _Scope(node.end_byte, names, definition.qualname, receiver)
+            return _Scope(node.end_byte, names, definition.qualname, receiver, node.start_byte)
         if kind in spec.scopes:
             return self._rust_impl(node, scope.names)
         if kind in spec.calls:
+            self.scope_start = scope.start_byte
             self._call(node, scope.caller, scope.receiver)
+        elif kind in spec.macros:
+            tokens = next((c for c in node.named_children if c.type == "token_tree"), None)
+            parent = node.parent
+            if tokens is None:
+                return None
+            if parent is not None and parent.type in _ITEM_LISTS and _text(tokens)[:1] == "{":
+                self._macro_items(tokens, scope)
+            else:
+                self._token_calls(tokens, scope.caller)
         elif kind in spec.imports:
             self._import(node)
         elif kind in spec.variable_declarators:
@@ -205,6 +248,8 @@ class _Walker:
         else:
             if kind in spec.variables and scope.caller is None:  # not inside a function
                 self._variables(node, scope.names)
+            if kind in spec.fields and scope.caller in self.class_names:
+                self._fields(node, scope.names)
             if kind in spec.bindings:
                 self.binding_nodes.append((node, scope.caller))
         return None
@@ -222,8 +267,12 @@ class _Walker:
         if node.type == "method_declaration" and self.language == "go":
             kind = KIND_METHOD
         returns = None
-        if not is_class:  # Go calls it the result
-            declared = node.child_by_field_name("return_type") or node.child_by_field_name("result")
+        if not is_class:  # Go calls it the result, Java the method's type
+            declared = (
+                node.child_by_field_name("return_type")
+                or node.child_by_field_name("result")
+                or (node.child_by_field_name("type") if self.language == "java" else None)
+            )
             returns = _annotation(declared)
             if returns == "Self" and scope:  # Rust: the type of the impl it is in
                 returns = ".".join(scope)
@@ -269,6 +318,30 @@ class _Walker:
             )
             self.facts.definitions.append(definition)
 
+    def _fields(self, node: Node, scope: tuple[str, ...]) -> None:
+        """A field of the class `scope` (Java's `Excluder a, b;`, Go's `store *Store`,
+        TypeScript's `store: Store`): `Class.field`, returning its declared type."""
+        type_node = node.child_by_field_name("type")
+        names = [
+            declarator.child_by_field_name("name")
+            for declarator in node.children_by_field_name("declarator")
+        ] or [*node.children_by_field_name("name")]
+        returns = _annotation(type_node)
+        for name in names:
+            text = _text(name)
+            if text.isidentifier():
+                qualname = ".".join((*scope, text))
+                self.facts.definitions.append(
+                    Definition(
+                        self.facts.path,
+                        qualname,
+                        KIND_VARIABLE,
+                        _line(node),
+                        node.end_point[0] + 1,
+                        returns,
+                    )
+                )
+
     def _rust_impl(self, node: Node, scope: tuple[str, ...]) -> _Scope:
         """`impl Trait for Type { fn m … }`: methods are `Type.m`; Type inherits Trait."""
         type_name = _rust_type_name(node.child_by_field_name("type"))
@@ -310,7 +383,7 @@ class _Walker:
                 for base in _bases(value, self.language):
                     self.facts.bases.append(Base(self.facts.path, definition.qualname, base))
             names = tuple(definition.qualname.split("."))
-            return _Scope(node.end_byte, names, definition.qualname, None)
+            return _Scope(node.end_byte, names, definition.qualname, None, node.start_byte)
         module = _require_target(value)
         if module is not None:
             line = _line(node)
@@ -350,15 +423,45 @@ class _Walker:
             for target in _names_in(node.child_by_field_name(_REBINDINGS[kind])):
                 if (key := self._wanted(scope, _text(target))) is not None:
                     self._record(key, None, at)
-        else:  # a typed parameter (Python's name has no field when it has no default)
-            name = (
-                node.child_by_field_name("name")
-                or node.child_by_field_name("pattern")
-                or next(iter(node.named_children), None)
-            )
-            if name is not None and name.type == "identifier":
-                if (key := self._wanted(scope, _text(name))) is not None:
-                    self._record(key, _annotation(node.child_by_field_name("type")), at)
+        elif node.child_by_field_name("declarator") is not None:  # Java: `Foo a = …, b;`
+            self._declare(node, scope)
+        else:
+            self._typed_names(node, scope)
+
+    def _typed_names(self, node: Node, scope: str | None) -> None:
+        """A typed parameter (Python's name has no field when it has no default), Go's
+        parameters and struct fields (`a, b *Store`), Java's `for (Foo f : …)`; a TypeScript
+        parameter property (`constructor(private store: Store)`) types the class's field too."""
+        at = node.start_byte
+        names: list[Node | None] = [*node.children_by_field_name("name")] or [
+            node.child_by_field_name("pattern") or next(iter(node.named_children), None)
+        ]
+        bound = _annotation(node.child_by_field_name("type"))
+        owner = None
+        if any(child.type == "accessibility_modifier" for child in node.named_children):
+            owner = self._class_of(scope)
+        for name in names:
+            if name is None or name.type not in ("identifier", "field_identifier"):
+                continue
+            if (key := self._wanted(scope, _text(name))) is not None:
+                self._record(key, bound, at)
+            if owner is not None and (owner, _text(name)) in self.wanted_attributes:
+                self._record((owner, _text(name)), bound, at)
+
+    def _declare(self, node: Node, scope: str | None) -> None:
+        """Java's `Foo a = …, b;` (a local or a field): each name is bound to the declared
+        type, or with `var` to what its value makes."""
+        type_node = node.child_by_field_name("type")
+        declared = None if _text(type_node) == "var" else _annotation(type_node)
+        for declarator in node.children_by_field_name("declarator"):
+            key = self._wanted(scope, _text(declarator.child_by_field_name("name")))
+            if key is None:
+                continue
+            value = declarator.child_by_field_name("value")
+            if value is not None and value.type == "null_literal":
+                continue
+            bound = declared or (self._made_by(value) if value is not None else None)
+            self._record(key, bound, node.start_byte)
 
     def _assign(
         self, node: Node, scope: str | None, name_field: str, value_field: str, type_field: str
@@ -435,7 +538,10 @@ class _Walker:
         """The class the object of a method call `callee` was made by (`Session().send()`);
         a call on a bound name is noted, to be typed once the file is read (`_type_receivers`)."""
         parts = callee.split(".")
-        if len(parts) == 3 and parts[0] == "self" and (owner := self._class_of(caller)):
+        owner = self._class_of(caller)
+        if owner is None and caller and self.language == "go":  # a type of another file
+            owner = caller.rsplit(".", 1)[0] if "." in caller else None
+        if len(parts) == 3 and parts[0] == "self" and owner:
             self.attribute_calls.append((len(self.facts.calls), owner, parts[1]))
             return None
         if len(parts) != 2:
@@ -444,9 +550,8 @@ class _Walker:
             inner = callee_node.child_by_field_name("object") if callee_node else None
             return self._made_by(inner) if inner is not None else None
         if parts[0] != "self" and callee_node is not None:
-            self.local_calls.append(
-                (len(self.facts.calls), caller, parts[0], callee_node.start_byte)
-            )
+            at = callee_node.start_byte
+            self.local_calls.append((len(self.facts.calls), caller, parts[0], at, self.scope_start))
         return None
 
     # -- calls --
@@ -459,6 +564,7 @@ class _Walker:
             target = node.child_by_field_name("object")
             prefix = dotted(target) if target is not None else ""
             callee = f"{prefix or '?'}.{name}" if target is not None else name
+            callee_node = node  # where the call starts, and its `object`, for its receiver
         else:
             callee_node = node.child_by_field_name(field)
             if (
@@ -476,6 +582,56 @@ class _Walker:
         if self.spec.bindings and node.type not in _CONSTRUCTIONS_OF_NEW:
             bound = self._receiver(callee, callee_node, caller)
         self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node), bound))
+
+    def _macro_items(self, tokens: Node, scope: _Scope) -> None:
+        """The definitions and calls of the items a macro's braces hold, parsed as Rust on
+        the lines they stand on; too deeply nested, only their calls."""
+        parser = parser_for(self.language)
+        if parser is None or self.depth >= MAX_MACRO_DEPTH:
+            self._token_calls(tokens, scope.caller)
+            return
+        row, column = tokens.start_point
+        inner = (tokens.text or b"")[1:-1]
+        tree = parser.parse(b"\n" * row + b" " * (column + 1) + inner)
+        walker = _Walker(self.spec, self.language, self.facts, self.depth + 1)
+        walker.class_names = self.class_names  # an impl's type, for `Type.m`
+        query = _query(self.language)
+        if query is not None:
+            walker.run(tree.root_node, query, scope)
+
+    def _token_calls(self, tokens: Node, caller: str | None) -> None:
+        """The calls in a macro's token tree, spelled as outside macros: a path (`a::b::f`,
+        `self.f`, `x.f`, `Type::<T>::f`) followed by a parenthesized group, and `f().g()`'s
+        `?.g`. Groups nest; a nested macro's name (`vec!`) is no call."""
+        path: list[str] = []
+        line = 0
+        joined = False  # the last token was `::` or `.`, which continue a path
+        generics = 0  # inside a turbofish `::<…>`
+        for token in tokens.children[1:-1]:  # between the delimiters
+            kind = token.type
+            if generics:
+                generics += (kind == "<") - (kind == ">")
+                joined = bool(generics)  # `f::<T>` is a path again once `>` closes it
+                continue
+            if kind in ("identifier", "self", "super", "crate"):
+                if not (joined and path):
+                    path, line = [], _line(token)
+                path.append(_text(token))
+                joined = False
+            elif kind == "." or kind == "::" and path:
+                path = path or ["?"]  # `"a".to_string()`: a method of a value, not `to_string()`
+                joined = True
+            elif kind == "<" and joined and path:
+                generics = 1
+            elif kind == "token_tree":
+                opens_call = path and not joined and _text(token).startswith("(")
+                if opens_call and len(".".join(path)) <= MAX_CALLEE_CHARS:
+                    callee = self._own(".".join(path))
+                    self.facts.calls.append(Call(self.facts.path, caller, callee, line))
+                self._token_calls(token, caller)
+                path, joined = (["?"], False) if opens_call else ([], False)
+            else:
+                path, joined = [], False
 
     # -- imports --
 
@@ -629,6 +785,7 @@ _CONSTRUCTIONS = {
     "new_expression": "constructor",
     "composite_literal": "type",  # Go: `Session{…}`
     "struct_expression": "name",  # Rust: `Session { … }`
+    "object_creation_expression": "type",  # Java: `new Session()`
 }
 # Call nodes that are constructions themselves: their callee is a class, not a method.
 _CONSTRUCTIONS_OF_NEW = frozenset({"new_expression", "object_creation_expression"})
@@ -677,6 +834,8 @@ def _annotation(node: Node | None) -> str | None:
     if node.type in _BARE_TYPES:
         field = _BARE_TYPES[node.type]
         inner_type = node.child_by_field_name(field) if field else node.named_children[-1]
+        if inner_type is None and node.type == "generic_type":  # Java's, TypeScript's
+            inner_type = node.child_by_field_name("name") or node.named_children[0]
         return _annotation(inner_type)
     if node.type not in ("type", "type_annotation") or node.named_child_count != 1:
         return None
@@ -762,8 +921,8 @@ def _go_receiver_type(node: Node) -> str | None:
     receiver = node.child_by_field_name("receiver")
     for parameter in receiver.named_children if receiver is not None else ():
         type_node = parameter.child_by_field_name("type")
-        if type_node is not None:
-            return _strip_generics(_text(type_node).lstrip("*")) or None
+        if type_node is not None:  # `*Builder[N]` is Builder's
+            return _strip_generics(_text(type_node).lstrip("*").split("[", 1)[0]) or None
     return None
 
 

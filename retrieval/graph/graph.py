@@ -4,9 +4,11 @@ Calls are stored with the callee name as written and resolved here, at query tim
 edit to one file never leaves stale edges into it. Resolution is best effort but honest:
 a name is followed only through the calling file's own definitions, its imports (aliases
 followed, re-exports a few hops), `self.`/`cls.`/`this.` methods of the enclosing class and
-its resolved bases, methods of the one class a Python or JS/TS name was bound to
-(`s = Session()`, `new Session()`, `s: Session`, `self.s = …`, or `s = make()` where `make`
-declares `-> Session`), and (Go, Java) the files of the same package. A name with several
+its resolved bases, methods of the one class a name was bound to (`s = Session()`, `new
+Session()`, `s: Session`, `self.s = …`, `s = make()` where `make` declares `-> Session`, a
+Java or Go parameter, local or field of a declared type), and (Go, Java) the files of the
+same package. Imports name the repository's own modules by path, or by the names its
+manifests give them (go.mod, Cargo.toml, package.json: modules.py). A name with several
 candidate definitions is reported with all of them, marked ambiguous; nothing is guessed.
 """
 
@@ -32,6 +34,7 @@ from codeqa.retrieval.graph.records import (
     Definition,
     Impact,
     Import,
+    Module,
     Reference,
 )
 from codeqa.retrieval.graph.store import DefinitionRow, GraphStore, module_leaf
@@ -47,6 +50,7 @@ DEFAULT_IMPACT_DEPTH = 2
 _JS_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
 _JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "/index.js")
 # Languages whose files see the definitions of the other files in their folder unimported.
+# Their imports bind names for the importing file alone: none is a re-export to follow.
 _PACKAGE_LANGUAGES = frozenset({"go", "java"})
 # File names that stand for their folder as a module.
 _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
@@ -55,6 +59,9 @@ _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
 _RUST_RELATIVE = frozenset({"crate", "self", "super"})
 _RUST_CRATE_ROOTS = ("lib.rs", "main.rs")
 _RUST_MODULE_FILES = ("mod.rs", "lib.rs", "main.rs")
+# JS/TS: the folders a package's entry (`main: dist/index.js`) is built into, and the one
+# its source usually is in: the repository holds the source, the registry the build.
+_JS_BUILD_FOLDERS = ("dist/", "lib/", "build/", "esm/", "cjs/", "out/")
 
 
 @dataclass(slots=True)
@@ -118,6 +125,9 @@ class Graph:
         self._languages: dict[str, str] | None = None
         self._tests: dict[str, bool] = {}
         self._by_suffix: dict[str, list[str]] | None = None
+        self._by_folder: dict[tuple[str, str], list[str]] | None = None
+        self._packages: dict[tuple[str, str], list[str]] = {}
+        self._modules: dict[str, list[Module]] | None = None
         self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
 
     @_serialized
@@ -133,6 +143,9 @@ class Graph:
             self._resolved.clear()
             self._languages = None
             self._by_suffix = None
+            self._by_folder = None
+            self._packages.clear()
+            self._modules = None
 
     # -- public queries --
 
@@ -343,18 +356,36 @@ class Graph:
         if parts[0] == "?":
             return []  # `f().g()`, `super().g()`: the object's type is unknown here
         if parts[0] == "self":
-            owner = self._context(call.path).enclosing_class(call.caller)
-            if owner is None or len(parts) != 2:
+            if len(parts) != 2:
                 return []
-            return self._method(call.path, owner, parts[1], MAX_HOPS)
+            owner = self._context(call.path).enclosing_class(call.caller)
+            if owner is not None:
+                return self._method(call.path, owner, parts[1], MAX_HOPS)
+            return self._sibling_method(call, parts[1])
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
+
+    def _sibling_method(self, call: Call, method: str) -> list[Definition]:
+        """Go: `s.f()` in a method of a type declared in another file of its package."""
+        if self._language(call.path) != "go" or not call.caller or "." not in call.caller:
+            return []
+        owner = call.caller.rsplit(".", 1)[0]
+        found: list[Definition] = []
+        for named in self._resolve_name(call.path, [owner], None, MAX_HOPS):
+            if named.kind == KIND_CLASS:
+                found.extend(self._method(named.path, named.qualname, method, MAX_HOPS))
+        return found
 
     def _bound_method(self, call: Call, receiver: str, method: str) -> list[Definition]:
         """`method` of the class the call's object was bound to: class `receiver`, or the
         class function `receiver` declares it returns (`def make() -> Session`); none when
         the function declares no class (what it returns is not inferred from its body)."""
-        # The receiver's name resolves as a call to it would (`self.make` as a method).
+        # The receiver's name resolves as a call to it would (`self.make` as a method,
+        # `self.store` as a field).
         bound = self._resolve(replace(call, callee=receiver, receiver=None))
+        if not bound and receiver.startswith("self."):
+            # No such field: `excluder.f()` may name a class (Java's `Foo.f()`), `self.s.f()`
+            # an attribute nothing declares; resolved as written, as before.
+            return self._resolve(replace(call, receiver=None))
         found: list[Definition] = []
         for named in bound:
             if named.kind != KIND_CLASS and named.returns is not None:
@@ -385,8 +416,9 @@ class Graph:
                 for imported in imports:
                     found.extend(self._through_import(path, imported, parts[end:], hops))
                 return found
-        if context.language == "rust" and parts[0] in ("crate", "super") and len(parts) > 1:
-            return self._rust_path(path, parts, hops)
+        if context.language == "rust" and len(parts) > 1:
+            if parts[0] in ("crate", "super") or self._named_modules("rust", parts[0]):
+                return self._rust_path(path, parts, hops)  # `semver::Version::parse()` too
         found = []
         for imported in context.star_imports:
             files = self._module_files(path, context.language, imported.module)
@@ -409,6 +441,16 @@ class Graph:
                 return self._lookup(files, [imported.alias], hops - 1)
             return self._lookup(files, rest, hops - 1) if rest else []
         found = self._lookup(files, [imported.name, *rest], hops - 1)
+        if not found and language == "java":
+            # `import a.b.Foo`: Foo's file is a/b/Foo.java; `import static a.b.Foo.m`: m is
+            # Foo's member, in that same file.
+            joined = _join_module(language, imported.module, imported.name)
+            files = self._module_files(path, language, joined)
+            found = self._lookup(files, [imported.name, *rest], hops - 1)
+            owner = imported.module.rsplit(".", 1)[-1]
+            if not found and not files:
+                files = self._module_files(path, language, imported.module)
+                found = self._lookup(files, [owner, imported.name, *rest], hops - 1)
         if not found and rest:  # `from pkg import module` then `module.f()`
             submodule = _join_module(language, imported.module, imported.name)
             found = self._lookup(self._module_files(path, language, submodule), rest, hops - 1)
@@ -426,6 +468,8 @@ class Graph:
                 found.extend(defined)
             elif len(parts) == 2 and context.enclosing_class(parts[0]) == parts[0]:
                 found.extend(self._method(path, parts[0], parts[1], hops))
+            elif context.language in _PACKAGE_LANGUAGES:
+                continue  # `import a.b.*` in Foo.java does not make a.b's names Foo's
             elif hops > 0 and parts and parts[0] in context.imports:
                 for imported in context.imports[parts[0]]:
                     found.extend(self._through_import(path, imported, parts[1:], hops))
@@ -558,13 +602,87 @@ class Graph:
         self._file_languages()
         return self._tests.get(path, False)
 
+    def _folders(self) -> dict[tuple[str, str], list[str]]:
+        """Every file by its folder and language."""
+        if self._by_folder is None:
+            table: dict[tuple[str, str], list[str]] = {}
+            for path, lang in self._file_languages().items():
+                table.setdefault((posixpath.dirname(path), lang), []).append(path)
+            self._by_folder = table
+        return self._by_folder
+
     def _files_in(self, folder: str, language: str) -> list[str]:
-        prefix = folder + "/" if folder else ""
-        return [
-            path
-            for path, lang in self._file_languages().items()
-            if lang == language and posixpath.dirname(path) == folder and path.startswith(prefix)
-        ]
+        return self._folders().get((folder, language), [])
+
+    def _package_files(self, folder: str, language: str) -> list[str]:
+        """The `language` files of every folder ending in `folder` (a Java package)."""
+        key = (folder, language)
+        if key not in self._packages:  # every file naming `a.b.*` asks for the same
+            self._packages[key] = [
+                path
+                for (held, lang), paths in self._folders().items()
+                if lang == language and (held == folder or held.endswith("/" + folder))
+                for path in paths
+            ]
+        return self._packages[key]
+
+    def _named_modules(self, language: str, name: str) -> list[Module]:
+        """The modules the repository's manifests name `name`, or longest name that is a
+        prefix of it at a `/` (Go's `a/b` for `a/b/c`, a package `@s/p` for `@s/p/sub`)."""
+        if self._modules is None:
+            table: dict[str, list[Module]] = {}
+            for module in self._store.modules():
+                table.setdefault(module.language, []).append(module)
+            self._modules = table
+        best: list[Module] = []
+        for module in self._modules.get(language, ()):
+            if name == module.name or name.startswith(module.name + "/"):
+                if not best or len(module.name) > len(best[0].name):
+                    best = [module]
+                elif len(module.name) == len(best[0].name):
+                    best.append(module)
+        return best
+
+    def _go_module_files(self, module: str) -> list[str]:
+        """The files of Go package `module` by its module's path (go.mod, replace); none
+        when no manifest names it or its folder holds no Go files (a vendored copy)."""
+        found: list[str] = []
+        for declared in self._named_modules("go", module):
+            rest = module[len(declared.name) :].strip("/")
+            folder = posixpath.normpath(posixpath.join(declared.target, rest))
+            folder = "" if folder == "." else folder
+            found += [p for p in self._files_in(folder, "go") if not p.endswith("_test.go")]
+        return sorted(set(found))
+
+    def _js_package_files(self, module: str, languages: dict[str, str]) -> list[str]:
+        """The file a package specifier (`@trpc/server`, `@trpc/server/http`) names inside
+        this repository: an `exports` entry, `main`, or a file of the package's folder."""
+        found: list[str] = []
+        for declared in self._named_modules("js", module):
+            rest = module[len(declared.name) :].strip("/")
+            target = posixpath.join(declared.target, rest) if rest else declared.target
+            for stem in _js_source_stems(posixpath.dirname(declared.path), target):
+                hits = [stem + x for x in _JS_SUFFIXES if stem + x in languages]
+                if hits:
+                    found.append(hits[0])
+                    break
+        return sorted(set(found))
+
+    def _rust_crate_files(self, module: str, languages: dict[str, str]) -> list[str] | None:
+        """The files of `cratename::a::b` by the crate's name in its Cargo.toml; None when
+        no manifest names the crate."""
+        parts = module.split(".")
+        named = [m for m in self._named_modules("rust", parts[0]) if m.name == parts[0]]
+        if not named:
+            return None
+        found: list[str] = []
+        for crate in named:
+            if len(parts) == 1:
+                found += [crate.target] if crate.target in languages else []
+                continue
+            stem = posixpath.join(posixpath.dirname(crate.target), *parts[1:])
+            found += [c for c in (f"{stem}.rs", f"{stem}/mod.rs") if c in languages]
+        return found
 
     def _suffixes(self) -> dict[str, list[str]]:
         """Every path by each of its tails at a `/`: `a/b/c.py` under c.py, b/c.py, a/b/c.py."""
@@ -592,11 +710,15 @@ class Graph:
             return self._rooted((f"{body}.py", f"{body}/__init__.py"), "__init__.py")
         if language in _JS_LANGUAGES:
             if not module.startswith("."):
-                return []  # a package from node_modules, not this repository
+                # A workspace package of this repository; others are in node_modules.
+                return self._js_package_files(module, languages)
             stem = posixpath.normpath(posixpath.join(posixpath.dirname(importer), module))
             stems = {stem, stem.rsplit(".", 1)[0] if stem.endswith((".js", ".jsx")) else stem}
             return [s + x for s in sorted(stems) for x in _JS_SUFFIXES if s + x in languages][:1]
         if language == "go":
+            named = self._go_module_files(module)
+            if named:
+                return named
             folders = {posixpath.dirname(p) for p, lang in languages.items() if lang == "go"}
             matching = [f for f in folders if f and (module == f or module.endswith("/" + f))]
             if not matching:
@@ -612,13 +734,18 @@ class Graph:
         if language == "rust":
             if module.split(".", 1)[0] in _RUST_RELATIVE:
                 return self._rust_relative_files(importer, module.split("."))
+            crate = self._rust_crate_files(module, languages)
+            if crate is not None:
+                return crate
             parts = [p for p in module.split(".") if p not in _RUST_RELATIVE]
             body = "/".join(parts)
             if not body:
                 return self._rooted(("src/lib.rs", "src/main.rs"), None)
             return self._rooted((f"{body}.rs", f"{body}/mod.rs"), None)
         if language == "java":
-            return self._rooted((module.replace(".", "/") + ".java",), None)
+            # A class's file (`import a.b.Foo`), else a package's folder (`import a.b.*`).
+            body = module.replace(".", "/")
+            return self._rooted((body + ".java",), None) or self._package_files(body, "java")
         return []
 
     def _rust_relative_files(self, importer: str, parts: list[str]) -> list[str]:
@@ -662,6 +789,26 @@ class Graph:
                     continue
                 found.append(path)
         return found
+
+
+def _js_source_stems(folder: str, target: str) -> list[str]:
+    """Where the module a package entry names may be, extension dropped: the entry itself,
+    then its source, which the repository holds where the registry holds the build
+    (`dist/index.js` → `src/index`, the folder → `src/index`, `http` → `src/http`)."""
+    stem = target
+    for extension in (".d.ts", ".js", ".mjs", ".cjs"):
+        if stem.endswith(extension):
+            stem = stem.removesuffix(extension)
+            break
+    stems = [stem]
+    inside = stem[len(folder) :].lstrip("/") if folder else stem
+    for build in _JS_BUILD_FOLDERS:
+        if inside.startswith(build):
+            inside = inside[len(build) :]
+            break
+    if not inside.startswith("src/"):
+        stems.append(posixpath.normpath(posixpath.join(folder, "src", inside or ".")))
+    return stems
 
 
 def _join_module(language: str, module: str, name: str) -> str:

@@ -24,6 +24,9 @@ class GraphSpec:
     self_names: frozenset[str]
     # Containers that name the scope of their members without being definitions (Rust impl).
     scopes: frozenset[str] = _fs()
+    # Rust: macro invocations, whose arguments the grammar leaves as tokens (`assert_eq!(
+    # from_str::<T>(s)?, …)`, serde_json's `tri!(…)`); the calls in them are read from those.
+    macros: frozenset[str] = _fs()
     # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m; any other
     # top-level `const`/`let`/`var` defines a variable.
     variable_declarators: frozenset[str] = _fs()
@@ -35,6 +38,12 @@ class GraphSpec:
     # make()`, Go's `s := NewSession()`, Rust's `let s = Session::new()`) or to something
     # unknown (`for s in …`), so that `s.send()` can be followed to Session.send, or not.
     bindings: frozenset[str] = _fs()
+    # Fields declared in a class or struct body: definitions `Class.field` with their
+    # declared type, which calls through the field (`s.store.Get()`) follow, from any file.
+    fields: frozenset[str] = _fs()
+    # Java: a method sees its class's fields by their bare names (`excluder.excludeField()`
+    # calls a method of the field `excluder` unless a local or parameter has that name).
+    implicit_fields: bool = False
 
 
 _JS = GraphSpec(
@@ -70,6 +79,7 @@ _JS = GraphSpec(
             "for_in_statement",
         }
     ),
+    fields=_fs({"public_field_definition"}),
 )
 
 SPECS: dict[str, GraphSpec] = {
@@ -101,7 +111,11 @@ SPECS: dict[str, GraphSpec] = {
         imports=_fs({"import_spec"}),
         self_names=_fs(),
         variables=_fs({"const_spec", "var_spec"}),
-        bindings=_fs({"short_var_declaration", "var_spec"}),
+        # Parameters (`s *Store`) and struct fields (`store *Store`, for `s.store.Get()`).
+        bindings=_fs(
+            {"short_var_declaration", "var_spec", "parameter_declaration", "field_declaration"}
+        ),
+        fields=_fs({"field_declaration"}),
     ),
     "rust": GraphSpec(
         functions=_fs({"function_item", "function_signature_item"}),
@@ -110,6 +124,7 @@ SPECS: dict[str, GraphSpec] = {
         imports=_fs({"use_declaration", "mod_item"}),
         self_names=_fs({"self", "Self"}),
         scopes=_fs({"impl_item"}),
+        macros=_fs({"macro_invocation"}),
         variables=_fs({"const_item", "static_item"}),
         bindings=_fs({"let_declaration"}),
     ),
@@ -127,6 +142,16 @@ SPECS: dict[str, GraphSpec] = {
         imports=_fs({"import_declaration"}),
         # Not `super`: `super.m()` means the base's m, which `self.m` would not find first.
         self_names=_fs({"this"}),
+        bindings=_fs(
+            {
+                "local_variable_declaration",
+                "field_declaration",
+                "formal_parameter",
+                "enhanced_for_statement",
+            }
+        ),
+        fields=_fs({"field_declaration"}),
+        implicit_fields=True,
     ),
 }
 

@@ -97,6 +97,17 @@ class Base(_Fact):
     base: str
 
 
+@dataclass(frozen=True, slots=True)
+class Module(_Fact):
+    """A module as the manifest at `path` names it (language `go`, `js` or `rust`), and where
+    it lives: `target`, a folder (Go, JS) or a file (a JS entry, a crate's lib.rs)."""
+
+    path: str
+    language: str
+    name: str
+    target: str
+
+
 @dataclass(slots=True)
 class FileGraph:
     """Everything the graph holds for one file, and the content (`sha256`) it was read from.
@@ -113,6 +124,7 @@ class FileGraph:
     calls: list[Call] = field(default_factory=list)
     imports: list[Import] = field(default_factory=list)
     bases: list[Base] = field(default_factory=list)
+    modules: list[Module] = field(default_factory=list)  # a manifest's (modules.py)
 
 
 # What a reference is.

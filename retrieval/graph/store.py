@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from codeqa.retrieval.errors import IndexMismatch, cannot_write
-from codeqa.retrieval.graph.records import Base, Call, Definition, FileGraph, Import
+from codeqa.retrieval.graph.records import Base, Call, Definition, FileGraph, Import, Module
 
 GRAPH_NAME = "graph.sqlite"
 # SQLite's companions of a WAL database: removed with it by `--rebuild`.
@@ -35,8 +35,11 @@ CREATE TABLE IF NOT EXISTS bases (path TEXT NOT NULL, qualname TEXT NOT NULL, ba
     base_name TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS bases_by_path ON bases (path);
 CREATE INDEX IF NOT EXISTS bases_by_name ON bases (base_name);
+CREATE TABLE IF NOT EXISTS modules (path TEXT NOT NULL, language TEXT NOT NULL,
+    name TEXT NOT NULL, target TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS modules_by_path ON modules (path);
 """
-_TABLES = ("files", "definitions", "calls", "imports", "bases")
+_TABLES = ("files", "definitions", "calls", "imports", "bases", "modules")
 # Names or paths asked for in one query (by imports_naming each twice): SQLite before 3.32
 # allows 999 variables, and a query asks for every file or name one depth reaches at once.
 _VALUES_PER_QUERY = 400
@@ -153,6 +156,10 @@ class GraphStore:
             "INSERT INTO bases VALUES (?, ?, ?, ?)",
             [(b.path, b.qualname, b.base, b.base.rsplit(".", 1)[-1]) for b in facts.bases],
         )
+        db.executemany(
+            "INSERT INTO modules VALUES (?, ?, ?, ?)",
+            [(m.path, m.language, m.name, m.target) for m in facts.modules],
+        )
 
     # -- reading --
 
@@ -167,6 +174,11 @@ class GraphStore:
             "SELECT path, language, is_test FROM files WHERE language IS NOT NULL"
         )
         return [(path, language, bool(is_test)) for path, language, is_test in rows]
+
+    def modules(self) -> list[Module]:
+        """Every module the repository's manifests name (a few hundred in a monorepo)."""
+        rows = self._db.execute("SELECT path, language, name, target FROM modules ORDER BY rowid")
+        return [Module(*row) for row in rows]
 
     def definitions_named(self, name: str) -> list[Definition]:
         rows = self._db.execute(

@@ -22,8 +22,12 @@ from codeqa.tui.cli.common import (
     settings_from_args,
 )
 from codeqa.tui.graph_text import (
+    DEFAULT_GRAPH_LIMIT,
     impact_lines,
+    impact_rows,
     impact_to_json,
+    left_out_line,
+    limited_impact,
     references_lines,
     references_to_json,
     unresolved_hint,
@@ -51,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument(
+            "--limit",
+            type=int,
+            default=DEFAULT_GRAPH_LIMIT,
+            help=f"rows to print, then a count of the rest; 0: all (default {DEFAULT_GRAPH_LIMIT})",
+        )
         if name == "impact":
             parser.add_argument(
                 "--depth",
@@ -65,6 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "depth", 1) < 1:
         raise ConfigError("--depth must be at least 1")
+    if args.limit < 0:
+        raise ConfigError("--limit must be 0 (all) or more")
     repo = repository_from_args(args.repo, "looking up").root
     settings = settings_from_args(args, repo)
     request = GraphRequest(
@@ -72,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         target=args.target,
         depth=getattr(args, "depth", DEFAULT_IMPACT_DEPTH),
         json=args.json,
+        limit=args.limit,
     )
     reply = warm_reply(repo, settings.index, settings.warm, request)
     if reply is not None:
@@ -82,15 +95,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_relations(request: GraphRequest, live: LiveIndex, out: TextIO) -> int:
-    """Print what the graph of `live` knows of the target (here, or in a warm server)."""
+    """Print what the graph of `live` knows of the target (here, or in a warm server): the
+    first `request.limit` rows (0: all), then how many more there are."""
+    limit = request.limit
     with live.borrow() as index:
         graph = index.graph
         if request.relation == "impact":
             impact = graph.impact(request.target, request.depth)
+            shown = limited_impact(impact, limit)
+            left_out = impact_rows(impact) - impact_rows(shown)
             if request.json:
-                print(json.dumps(impact_to_json(request.target, impact)), file=out)
-            else:
-                print("\n".join(impact_lines(impact)), file=out)
+                found = impact_to_json(request.target, shown) | {"left_out": left_out}
+                print(json.dumps(found), file=out)
+                return 0
+            lines = impact_lines(shown)
+            if left_out:
+                lines.append(left_out_line(left_out, "--limit 0"))
+            print("\n".join(lines), file=out)
             return 0
         definitions = graph.definitions(request.target)
         unresolved = 0
@@ -99,11 +120,16 @@ def print_relations(request: GraphRequest, live: LiveIndex, out: TextIO) -> int:
         else:
             references = graph.callers(request.target)
             unresolved = len(graph.unresolved_calls(request.target))
+    shown_references = references[:limit] if limit else references
+    left_out = len(references) - len(shown_references)
     if request.json:
-        print(json.dumps(references_to_json(request.target, definitions, references)), file=out)
+        found = references_to_json(request.target, definitions, shown_references)
+        print(json.dumps(found | {"left_out": left_out}), file=out)
         return 0
     relation = "references" if request.relation == "refs" else "callers"
-    lines = references_lines(definitions, references, relation)
+    lines = references_lines(definitions, shown_references, relation)
+    if left_out:
+        lines.append(left_out_line(left_out, "--limit 0"))
     if unresolved:
         target = request.target
         lines.append(unresolved_hint(unresolved, target, f"`codeqa refs {target}`"))

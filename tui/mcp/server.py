@@ -23,8 +23,10 @@ from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
 from codeqa.retrieval.status import status_text
 from codeqa.tui import codeqa_version
 from codeqa.tui.graph_text import (
+    DEFAULT_GRAPH_LIMIT,
     impact_lines,
     impact_to_json,
+    left_out_line,
     references_lines,
     references_to_json,
     unresolved_hint,
@@ -62,6 +64,9 @@ Limit = Annotated[
 ]
 Depth = Annotated[
     int, Field(strict=True, ge=1, le=MAX_IMPACT_DEPTH, description="hops, for impact only")
+]
+GraphLimit = Annotated[
+    int, Field(strict=True, ge=0, description="rows to list, then a count of the rest; 0: all")
 ]
 Line = Annotated[int, Field(strict=True, ge=1)]
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
@@ -190,7 +195,10 @@ def build_server(service: IndexService) -> MCPServer:
         return _result(text, {"definitions": [asdict(d) for d in definitions]})
 
     def references(
-        symbol: str, relation: GraphRelation = "callers", depth: Depth = 2
+        symbol: str,
+        relation: GraphRelation = "callers",
+        depth: Depth = 2,
+        limit: GraphLimit = DEFAULT_GRAPH_LIMIT,
     ) -> Annotated[CallToolResult, ReferencesOutput]:
         """Who calls a function, what it calls, everything naming it, or what depends on it.
 
@@ -202,9 +210,11 @@ def build_server(service: IndexService) -> MCPServer:
         importers and tests up to `depth` hops, each with the call or import it is reached
         through; `symbol` may be a file path). `symbol`:
         a name ("get"), a dotted tail ("Session.get") or a module path ("requests.api.get").
+        When a name has several definitions, each call says which one it reached. `limit`:
+        rows listed (0: all that fit the output), then a count of the rest.
         """
-        found = _call(service.code_graph, symbol, relation, depth)
-        return _result(_graph_text(symbol, found), _graph_structured(symbol, found))
+        found = _call(service.code_graph, symbol, relation, depth, limit)
+        return _result(_graph_text(symbol, found, limit), _graph_structured(symbol, found))
 
     def ask(question: Query) -> Annotated[CallToolResult, AskOutput]:
         """A cited answer to a question about this repository, every claim with path:start-end.
@@ -269,13 +279,15 @@ def _result(text: str, structured: dict[str, Any]) -> CallToolResult:
     )
 
 
-def _graph_text(symbol: str, found: GraphResult) -> str:
+def _graph_text(symbol: str, found: GraphResult, limit: int) -> str:
     if found.impact is not None:
         lines = impact_lines(found.impact)
     else:
         lines = references_lines(found.definitions, found.references, found.relation)
-    if found.left_out:
-        lines.append(f"{found.left_out} more left out to keep this short")
+    if found.left_out and limit:
+        lines.append(left_out_line(found.left_out, "limit=0"))
+    elif found.left_out:
+        lines.append(f"{found.left_out:,} more left out to keep this short")
     if found.unresolved:
         lines.append(unresolved_hint(found.unresolved, symbol, 'relation="references"'))
     return "\n".join(lines)

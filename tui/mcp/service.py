@@ -30,7 +30,13 @@ from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, Relevance, subject_words
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.status import IndexStatus, build_step, first_build_status
-from codeqa.tui.graph_text import definition_line, reference_line
+from codeqa.tui.graph_text import (
+    DEFAULT_GRAPH_LIMIT,
+    definition_line,
+    impact_rows,
+    limited_impact,
+    reference_line,
+)
 from codeqa.tui.settings import Settings
 
 if TYPE_CHECKING:
@@ -345,8 +351,13 @@ class IndexService:
         ]
 
     def code_graph(
-        self, symbol: str, relation: str = "callers", depth: int = DEFAULT_IMPACT_DEPTH
+        self,
+        symbol: str,
+        relation: str = "callers",
+        depth: int = DEFAULT_IMPACT_DEPTH,
+        limit: int = DEFAULT_GRAPH_LIMIT,
     ) -> GraphResult:
+        """The graph's answer, cut at `limit` rows (0: all) and at the output budget."""
         if not symbol.strip():
             raise ToolInputError("symbol is empty")
         if len(symbol) > 1_000:
@@ -356,12 +367,14 @@ class IndexService:
             raise ToolInputError(f"relation must be one of {choices}, not {relation!r}")
         if not 1 <= depth <= MAX_IMPACT_DEPTH:
             raise ToolInputError(f"depth must be between 1 and {MAX_IMPACT_DEPTH}, not {depth}")
+        if limit < 0:
+            raise ToolInputError(f"limit must be 0 (all) or more, not {limit}")
         symbol = symbol.strip()
         with self._borrow() as index:
             graph = index.graph
             if relation == "impact":
                 impact = graph.impact(symbol, depth)
-                return _bounded_impact(relation, impact)
+                return _bounded_impact(relation, impact, limit)
             definitions = graph.definitions(symbol)
             found = {
                 "callers": graph.callers,
@@ -371,9 +384,10 @@ class IndexService:
             unresolved = len(graph.unresolved_calls(symbol)) if relation == "callers" else 0
         kept: list[Reference] = []
         used = sum(len(definition_line(d)) + 1 for d in definitions)
+        several = len(definitions) > 1
         for reference in found:
-            used += len(reference_line(reference)) + 1
-            if kept and used > MAX_OUTPUT_CHARS:
+            used += len(reference_line(reference, name_targets=several)) + 1
+            if kept and used > MAX_OUTPUT_CHARS or limit and len(kept) == limit:
                 break
             kept.append(reference)
         return GraphResult(relation, definitions, kept, None, len(found) - len(kept), unresolved)
@@ -441,8 +455,11 @@ def _warn(event: LiveEvent) -> None:
         print(f"codeqa: warning: vector fill stopped: {event.error}", file=sys.stderr)
 
 
-def _bounded_impact(relation: str, impact: Impact) -> GraphResult:
-    """The impact with as many callers as fit the output budget (paths are short)."""
+def _bounded_impact(relation: str, impact: Impact, limit: int) -> GraphResult:
+    """The impact's first `limit` rows (0: all), with as many callers as fit the output
+    budget (paths are short)."""
+    rows = impact_rows(impact)
+    impact = limited_impact(impact, limit)
     used = sum(len(path) + 12 for path in impact.importers + impact.tests)
     callers: list[Definition] = []
     for caller in impact.callers:
@@ -451,9 +468,7 @@ def _bounded_impact(relation: str, impact: Impact) -> GraphResult:
             break
         callers.append(caller)
     bounded = replace(impact, callers=tuple(callers))
-    return GraphResult(
-        relation, list(impact.targets), [], bounded, len(impact.callers) - len(callers)
-    )
+    return GraphResult(relation, list(impact.targets), [], bounded, rows - impact_rows(bounded))
 
 
 def _search_result(

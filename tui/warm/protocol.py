@@ -122,13 +122,20 @@ class GraphRequest:
     """`codeqa refs|callers|impact`."""
 
     command: ClassVar[str] = "graph"
-    kinds: ClassVar[dict[str, type]] = {"relation": str, "target": str, "depth": int, "json": bool}
+    kinds: ClassVar[dict[str, type]] = {
+        "relation": str,
+        "target": str,
+        "depth": int,
+        "json": bool,
+        "limit": int,
+    }
     RELATIONS: ClassVar[tuple[str, ...]] = ("refs", "callers", "impact")
 
     relation: str
     target: str
     depth: int
     json: bool
+    limit: int  # rows printed, then a count of the rest; 0 for all
 
 
 Request = SearchRequest | AskRequest | StatusRequest | GraphRequest
@@ -197,6 +204,8 @@ def decode_request(line: bytes) -> tuple[str, Request]:
         raise BadRequest("query_ids and queries differ in length")
     if isinstance(request, GraphRequest) and request.relation not in GraphRequest.RELATIONS:
         raise BadRequest(f"unknown relation {_shown(request.relation)}")
+    if isinstance(request, GraphRequest) and request.limit < 0:
+        raise BadRequest("limit must be 0 (all) or more")
     return key, request
 
 
