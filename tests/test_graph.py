@@ -806,7 +806,7 @@ def test_callers_prints_a_limited_number_of_rows_each_naming_the_definition_it_r
     assert printed["left_out"] == 0
     assert main(["impact", "send", *where, "--limit", "1"]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "outbox.py:5-8  flush  (function)  [caller]",
+        "outbox.py:5-8  flush  (function)  [calls send]",
         "… and 1 more; --limit 0 for all",  # outbox.py, an importer
     ]
     assert main(["callers", "send", *where, "--limit", "-1"]) == 1
