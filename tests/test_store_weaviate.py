@@ -24,8 +24,8 @@ from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
 from codeqa.retrieval.stores import weaviate_server
 from codeqa.retrieval.stores.protocol import chunk_to_row
 from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
+from codeqa.retrieval.stores.weaviate_embedded import EMBEDDED_DATA_FOLDER
 from codeqa.retrieval.stores.weaviate_server import (
-    EMBEDDED_DATA_FOLDER,
     INSTALL_COMMAND,
     LOCK_NAME,
     SERVER_VERSION,

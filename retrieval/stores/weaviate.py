@@ -66,11 +66,13 @@ from codeqa.retrieval.stores.protocol import (
     resolve_query_vector,
     unique_by_id,
 )
+from codeqa.retrieval.stores.weaviate_embedded import EmbeddedServer, start_embedded_server
 from codeqa.retrieval.stores.weaviate_server import (
     DEFAULT_COLLECTION_PREFIX,
     ServerTimeouts,
     WeaviateTarget,
     connect,
+    embedded_binary,
     lock_embedded,
     one_line,
     repository_label,
@@ -200,6 +202,7 @@ def _codeqa_collections(client: WeaviateClient, target: WeaviateTarget) -> list[
 @dataclass(slots=True)
 class _RunningServer:
     client: WeaviateClient
+    server: EmbeddedServer
     lock_file: IO[str]
     users: int
 
@@ -223,11 +226,11 @@ class _EmbeddedServers:
             if running is None:
                 lock_file = lock_embedded(target)
                 try:
-                    client = connect(target, timeouts)
+                    running = _start(target, timeouts, lock_file)
                 except BaseException:
                     lock_file.close()
                     raise
-                running = self._running[target.data_dir] = _RunningServer(client, lock_file, 0)
+                self._running[target.data_dir] = running
             running.users += 1
             return running.client
 
@@ -239,9 +242,21 @@ class _EmbeddedServers:
                 return
             del self._running[target.data_dir]
         try:
-            running.client.close()  # also stops the server
+            running.client.close()
+            running.server.stop()
         finally:
             running.lock_file.close()
+
+
+def _start(target: WeaviateTarget, timeouts: ServerTimeouts, lock_file: IO[str]) -> _RunningServer:
+    """Start the target's embedded server (its folder locked) and connect to it."""
+    server = start_embedded_server(embedded_binary(target, timeouts), target.data_dir)
+    try:
+        client = connect(target, timeouts, server.address, server.api_key)
+    except BaseException:
+        server.stop()
+        raise
+    return _RunningServer(client, server, lock_file, 0)
 
 
 _EMBEDDED = _EmbeddedServers()
