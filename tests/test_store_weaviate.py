@@ -11,7 +11,10 @@ import fcntl
 import json
 import os
 import re
+import signal
 import socket
+import stat
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,10 +24,17 @@ import pytest
 from codeqa.retrieval.config import BINARY_DIR_ENV, COLLECTION_ENV, STORE_FOLDER, IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
-from codeqa.retrieval.stores import weaviate_server
+from codeqa.retrieval.stores import weaviate_embedded, weaviate_server
 from codeqa.retrieval.stores.protocol import chunk_to_row
 from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
-from codeqa.retrieval.stores.weaviate_embedded import EMBEDDED_DATA_FOLDER
+from codeqa.retrieval.stores.weaviate_embedded import (
+    EMBEDDED_DATA_FOLDER,
+    KEY_NAME,
+    PID_NAME,
+    api_key_for,
+    startup_failure,
+    stop_stale_server,
+)
 from codeqa.retrieval.stores.weaviate_server import (
     INSTALL_COMMAND,
     LOCK_NAME,
@@ -322,3 +332,46 @@ def test_store_weaviate_without_a_url_indexes_and_searches_embedded_in_the_index
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert hits and {hit["path"] for hit in hits} <= {f"json/{name}" for name in JSON_FILES}
     assert hits[0]["path"] in {"json/decoder.py", "json/scanner.py"}
+
+
+def test_the_api_key_is_made_once_per_index_folder_and_readable_only_by_its_owner(tmp_path: Path):
+    key = api_key_for(tmp_path / "one")
+    assert api_key_for(tmp_path / "one") == key  # kept: the same on every start
+    assert api_key_for(tmp_path / "two") != key
+    assert stat.S_IMODE((tmp_path / "one" / KEY_NAME).stat().st_mode) == 0o600
+    (tmp_path / "one" / KEY_NAME).chmod(0o644)  # a copy made with looser permissions
+    assert api_key_for(tmp_path / "one") == key
+    assert stat.S_IMODE((tmp_path / "one" / KEY_NAME).stat().st_mode) == 0o600
+
+
+def test_a_server_left_behind_by_a_dead_codeqa_process_is_stopped_by_the_next_one(tmp_path: Path):
+    # A stand-in for the server: a process in a session of its own, named by the pid file.
+    left = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        weaviate_embedded._write_pid_file(tmp_path, left.pid)
+        assert stop_stale_server(tmp_path)
+        assert left.wait(timeout=30) == -signal.SIGTERM
+        assert not (tmp_path / PID_NAME).exists()
+    finally:
+        left.kill()
+        left.wait()
+
+
+def test_a_pid_file_whose_pid_now_names_another_process_stops_nothing(tmp_path: Path):
+    (tmp_path / PID_NAME).write_text(json.dumps({"pid": os.getpid(), "started": 1}))
+    assert not stop_stale_server(tmp_path)  # this test's own pid, started at another time
+    assert not (tmp_path / PID_NAME).exists()
+
+
+def test_why_a_server_did_not_start_is_its_logs_last_error_in_its_own_words(tmp_path: Path):
+    log = tmp_path / "weaviate.log"
+    log.write_text(
+        '{"level":"info","msg":"starting"}\n'
+        '{"action":"grpc_startup","error":"listen tcp :23456: bind: address already in use",'
+        '"level":"fatal","msg":"failed to start grpc server"}\n'
+    )
+    assert startup_failure(log) == (
+        "failed to start grpc server: listen tcp :23456: bind: address already in use"
+    )
+    log.write_text("panic: runtime error: index out of range\n\ngoroutine 1 [running]:\n")
+    assert startup_failure(log) == "panic: runtime error: index out of range"

@@ -172,6 +172,7 @@ def start_embedded_server(
 def api_key_for(folder: Path) -> str:
     """The index folder's API key: made on first use, readable by its owner only."""
     path = folder / KEY_NAME
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
