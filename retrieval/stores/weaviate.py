@@ -42,7 +42,7 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -51,7 +51,7 @@ import Stemmer
 from codeqa.retrieval.config import COLLECTION_ENV, IndexSettings
 from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
 from codeqa.retrieval.records import Chunk, RepositoryHit, SearchHit, SearchMode
-from codeqa.retrieval.search.fusion import HYBRID_DEPTH
+from codeqa.retrieval.search.fusion import HYBRID_DEPTH, fuse_by_reciprocal_rank
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
@@ -376,9 +376,12 @@ class WeaviateStore:
     ) -> list[RepositoryHit]:
         """The best `limit` hits of every index sharing this collection, labelled by index.
 
-        Each tenant answers the same query on its own chunks and BM25 statistics; the lists
-        merge by score. Hybrid scores are rank-based (rankedFusion), so they compare across
-        tenants; BM25 scores come from each tenant's own statistics and compare roughly.
+        Ranked on scores that compare across indexes, never on each index's own ranks: a
+        hybrid search fuses (RRF) one BM25 list of every index's hits by BM25 score and one
+        vector list by cosine similarity. Fusing each index's own hybrid ranking instead
+        gave every index's best hit the same score (~1/60), so a weak match in one
+        repository outranked strong ones in another. BM25 scores come from each index's
+        own statistics (a tenant is a shard): comparable roughly, similarities exactly.
         """
         if self.target.server is None:
             raise ConfigError(
@@ -390,17 +393,26 @@ class WeaviateStore:
         from weaviate.classes.tenants import TenantActivityStatus
 
         keywords, vector, mode = self._prepared(query, query_vector, mode)
-        found: list[RepositoryHit] = []
+        depth = max(limit, self.tuning.hybrid_depth) if mode is SearchMode.HYBRID else limit
+        legs: dict[SearchMode, list[RepositoryHit]] = {SearchMode.BM25: [], SearchMode.VECTOR: []}
         with self._errors("searching every repository"):
             tenants = self._shared.tenants.get()
             for name in sorted(tenants):
                 if tenants[name].activity_status is not TenantActivityStatus.ACTIVE:
                     continue  # an offloaded or deactivated index is not searched
                 tenant = self._shared.with_tenant(name)
-                hits = self._search_in(tenant, keywords, vector, mode, limit)
-                found += [RepositoryHit(repository_label(name), name, hit) for hit in hits]
-        found.sort(key=lambda found_hit: -found_hit.hit.score)  # stable: ties by index name
-        return found[:limit]
+                for leg in legs:
+                    if mode in (leg, SearchMode.HYBRID):
+                        hits = self._search_in(tenant, keywords, vector, leg, depth)
+                        legs[leg] += [RepositoryHit(repository_label(name), name, h) for h in hits]
+        for found in legs.values():
+            found.sort(key=lambda found_hit: -found_hit.hit.score)  # stable: ties by index name
+        if mode is not SearchMode.HYBRID:
+            return legs[mode][:limit]
+        by_key = {(h.index, h.hit.chunk.chunk_id): h for found in legs.values() for h in found}
+        ranked = [[(h.index, h.hit.chunk.chunk_id) for h in found] for found in legs.values()]
+        fused = fuse_by_reciprocal_rank(ranked)[:limit]
+        return [replace(by_key[k], hit=replace(by_key[k].hit, score=score)) for k, score in fused]
 
     def _prepared(
         self, query: str, query_vector: QueryVector, mode: SearchMode
