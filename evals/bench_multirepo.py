@@ -158,7 +158,7 @@ class Layout:
             vector=vector,
             target_vector=VECTOR_NAME,
             query_properties=[KEYWORD_PROPERTY],
-            alpha=TUNING.hybrid_alpha,
+            alpha=0.5,
             fusion_type=HybridFusion.RANKED,
             limit=TUNING.hybrid_depth,
             return_metadata=MetadataQuery(score=True),

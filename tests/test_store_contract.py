@@ -204,12 +204,9 @@ def test_hybrid_fuses_by_reciprocal_rank(open_store):
     hits = store.search("token", axis(0), SearchMode.HYBRID, 4)
     assert paths(hits) == ["c.py", "a.py", "b.py", "d.py"]
     assert paths(hits) == sorted(expected, key=expected.__getitem__, reverse=True)
-    # The fused order is the contract. Scores are each engine's own: LanceDB reports
-    # sum(1/(k+rank)) exactly; Weaviate's rankedFusion weights each leg by alpha and
-    # counts ranks from 0, which keeps this order but not these values.
-    if isinstance(store, LanceStore):
-        for hit in hits:
-            assert hit.score == pytest.approx(expected[hit.chunk.path], rel=1e-6)
+    # Both stores fuse with fusion.py: sum(1/(k+rank)), rounded to float32.
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.chunk.path], rel=1e-6)
 
 
 def test_hybrid_fuses_both_legs_each_cut_at_the_hybrid_depth_ties_to_the_vectors(open_store):

@@ -43,7 +43,6 @@ from types import MappingProxyType
 from typing import IO
 
 from codeqa.retrieval.errors import StoreUnavailable
-from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 from codeqa.retrieval.stores.weaviate_server import ServerAddress, free_loopback_ports, one_line
 
 EMBEDDED_DATA_FOLDER = "weaviate"  # the server's own files, under the index's store folder
@@ -83,9 +82,6 @@ EMBEDDED_ENVIRONMENT = MappingProxyType(
         # nodes; one node on loopback has none, and the fifth part of its wait for the first
         # election is most of a start (ready in ~5 s instead of ~9 s here).
         "RAFT_TIMEOUTS_MULTIPLIER": "1",
-        # Each leg of a native hybrid query is at least this deep (100 by default): as deep as
-        # LanceDB's legs, so both stores fuse the same candidates.
-        "QUERY_HYBRID_MAXIMUM_RESULTS": str(HYBRID_DEPTH),
     }
 )
 
