@@ -338,3 +338,19 @@ def test_callers_refs_impact_and_status_never_open_the_store(tmp_path: Path, mon
     out = capsys.readouterr().out
     assert "mail.py:6-6  deliver  (call send, resolved)" in out
     assert "pending: nothing" in out  # status: its counts from the manifest
+
+
+def test_asking_another_store_of_an_index_says_how_to_keep_both_without_a_rebuild(
+    tmp_path: Path,
+):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "mail.py").write_text("def send(message):\n    return message\n")
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    build_index(repo, settings, embed=False)
+    with pytest.raises(IndexMismatch) as caught:
+        open_index(repo, IndexSettings(index_dir=tmp_path / "index", store="weaviate"))
+    message = str(caught.value)
+    assert "--store lancedb" in message
+    assert "--store weaviate --index-dir" in message  # a second folder keeps both
+    assert "would replace the lancedb index" in message  # --rebuild is no switch
