@@ -269,17 +269,20 @@ def test_search_all_repos_labels_every_result_with_its_repository(
 
 
 def test_all_repos_ranks_strong_hits_of_one_repository_above_another_ones_best_weak_hit(
-    team, json_repo, generated_repo, tmp_path
+    team, json_repo, tmp_path
 ):
-    # Every generated function holds `value` and `result`: the widgets' best hit for this
-    # query is first in both of its repository's own legs, as strong there as the json
-    # decoder is in its own. Ranked by each repository's own ranks, both scored ~1/60 and
-    # the widgets' best came second; on comparable scores the json hits come first.
+    # A repository of one chunk that barely matches: its chunk is first in both of its
+    # repository's own legs, as the json decoder is in its own. Ranked by each
+    # repository's own ranks, both scored the most a hit can (~2/61) and the weak chunk
+    # came first or second; on comparable scores the json hits come first.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "settings.py").write_text("default_value = 1\n")
     json_index = with_index(team, tmp_path / "json-index")
     build_index(json_repo, json_index)
-    build_index(generated_repo, with_index(team, tmp_path / "generated-index"))
+    build_index(notes, with_index(team, tmp_path / "notes-index"))
     with open_index(json_repo, json_index) as index:
-        hits = index.search_repositories("decode a JSON value result", SearchMode.HYBRID, 5)
+        hits = index.search_repositories("decode a JSON document value", SearchMode.HYBRID, 5)
     assert [hit.repository for hit in hits] == ["jsonlib"] * 5
 
 
