@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import statistics
 import sysconfig
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,12 +37,8 @@ from codeqa.retrieval.stores.weaviate import (
     analyzed,
     create_chunk_collection,
 )
-from codeqa.retrieval.stores.weaviate_server import (
-    EMBEDDED_ENVIRONMENT,
-    SERVER_VERSION,
-    binary_dir,
-    embedded_binary_file,
-)
+from codeqa.retrieval.stores.weaviate_embedded import start_embedded_server
+from codeqa.retrieval.stores.weaviate_server import binary_dir, embedded_binary_file
 from codeqa.tui.settings import load_settings
 
 LAYOUTS = ("tenants", "collections")
@@ -95,27 +88,18 @@ class Server:
 
     def __init__(self, binary: Path) -> None:
         import weaviate
-        from weaviate.embedded import EmbeddedOptions, EmbeddedV4
+        from weaviate.classes.init import Auth
 
         self.data = Path(tempfile.mkdtemp(prefix="codeqa-bench-weaviate-"))
-        http_port, grpc_port = _free_port(), _free_port()
-        self.embedded = EmbeddedV4(
-            EmbeddedOptions(
-                binary_path=str(binary.parent),
-                persistence_data_path=str(self.data),
-                version=SERVER_VERSION,
-                hostname="127.0.0.1",
-                port=http_port,
-                grpc_port=grpc_port,
-                additional_env_vars=dict(EMBEDDED_ENVIRONMENT),
-            )
+        self.embedded = start_embedded_server(binary, self.data)
+        address = self.embedded.address
+        self.client = weaviate.connect_to_local(
+            port=address.http_port,
+            grpc_port=address.grpc_port,
+            auth_credentials=Auth.api_key(self.embedded.api_key),
         )
-        self.embedded.start()
-        _wait_ready(f"http://127.0.0.1:{http_port}")
-        self.client = weaviate.connect_to_local(port=http_port, grpc_port=grpc_port)
 
     def rss_mib(self) -> float:
-        assert self.embedded.process is not None
         status = Path(f"/proc/{self.embedded.process.pid}/status").read_text()
         kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
         return kib / 1024
@@ -174,7 +158,7 @@ class Layout:
             vector=vector,
             target_vector=VECTOR_NAME,
             query_properties=[KEYWORD_PROPERTY],
-            alpha=TUNING.hybrid_alpha,
+            alpha=0.5,
             fusion_type=HybridFusion.RANKED,
             limit=TUNING.hybrid_depth,
             return_metadata=MetadataQuery(score=True),
@@ -276,26 +260,6 @@ def _ms(seconds: float) -> str:
 def _unit(matrix: np.ndarray) -> np.ndarray:
     matrix = matrix.astype(np.float32)
     return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_ready(url: str, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/v1/.well-known/ready", timeout=5):
-                return
-        except (urllib.error.URLError, OSError):
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"Weaviate at {url} was not ready within {timeout:.0f} s"
-                ) from None
-            time.sleep(0.5)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ from codeqa.retrieval.stores.protocol import (
     QueryTimeVectors,
     QueryVector,
     SharedStore,
+    Store,
     symbol_match_rank,
 )
 
@@ -117,20 +118,38 @@ class Index:
         *,
         load_model: bool = False,
     ):
-        """With `load_model` the embedding model loads while the store opens (see open_index)."""
+        """With `load_model` (a search that embeds its query, which needs the store too) the
+        store opens now while the embedding model loads (see open_index); without it the
+        store opens on first use, so what reads only the manifest and the code graph
+        (`callers`, `refs`, `impact`, `status`) never starts an embedded Weaviate server."""
         self.repo_root = repo_root
         self.directory = directory
         self.manifest = manifest
         self._settings = settings
         self._embedder = embedder
-        loading = load_model and embedder is None
-        with model_loading(self.embedder, wanted=True) if loading else nullcontext():
-            self._store = open_store(settings, directory, manifest.embedder_dim, repo_root.name)
+        self._opened_store: Store | None = None
+        self._store_lock = threading.Lock()
+        if load_model:
+            with model_loading(self.embedder, wanted=True) if embedder is None else nullcontext():
+                self._open_store()
         self.ranking = RankingTuning()
         self.scope = PathScope()  # `--path`: every search (the agent's too) stays inside it
         self._paths: PathResolver | None = None
         self._graph: Graph | None = None
         self._query_time_vectors: dict[str, np.ndarray] = {}  # by content hash
+
+    @property
+    def _store(self) -> Store:
+        return self._open_store()
+
+    def _open_store(self) -> Store:
+        """The store, opened on first use."""
+        with self._store_lock:
+            if self._opened_store is None:
+                self._opened_store = open_store(
+                    self._settings, self.directory, self.manifest.embedder_dim, self.repo_root.name
+                )
+            return self._opened_store
 
     @property
     def embedder(self) -> Embedder:
@@ -431,7 +450,10 @@ class Index:
                 cache.close()
 
     def close(self) -> None:
-        self._store.close()
+        with self._store_lock:
+            store, self._opened_store = self._opened_store, None
+        if store is not None:
+            store.close()
         if self._graph is not None:
             self._graph.close()
 

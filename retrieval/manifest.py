@@ -135,7 +135,12 @@ class Manifest:
                 f"has {chunker_version}; run `codeqa index --rebuild`"
             )
         if self.store != store:
+            # `--rebuild` here would delete the other store's index: a second index folder
+            # keeps both.
             raise IndexMismatch(
-                f"this index lives in the {self.store} store, not {store}; "
-                "run `codeqa index --rebuild` or pick the same --store"
+                f"this index lives in the {self.store} store, not {store}; pick "
+                f"--store {self.store}, or keep both with another index folder for the "
+                f"{store} one: `codeqa index --store {store} --index-dir DIR` (then pass the "
+                "same --index-dir to search, ask, ...); `codeqa index --rebuild` would replace "
+                f"the {self.store} index"
             )

@@ -32,8 +32,10 @@ class IndexStatus:
     root: str
     index_dir: str
     files: int
-    chunks: int
-    vectors_filled_percent: float
+    # None for an embedded Weaviate index whose last run left vectors to fill: counting
+    # them would start its server (5-15 s); a finished run's counts are in the manifest.
+    chunks: int | None
+    vectors_filled_percent: float | None
     embedder: str
     store: str
     last_updated: str | None  # when the manifest was last written (ISO 8601, UTC)
@@ -70,12 +72,20 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
     pending = []
     filling = FillProgress.load(directory) if busy else None
     if filling is not None:
-        # Embedded but not yet in the store: filled as far as a reader is concerned soon,
-        # and the honest figure for "how far has the fill got".
-        missing = max(0, missing - (filling.done - filling.written))
+        if missing is not None:
+            # Embedded but not yet in the store: filled as far as a reader is concerned
+            # soon, and the honest figure for "how far has the fill got".
+            missing = max(0, missing - (filling.done - filling.written))
         pending.append(filling.line())
-    if missing:
-        pending.append(f"vectors for {missing:,} of {chunks:,} chunks (keyword search covers them)")
+    if chunks is None or missing is None:
+        pending.append("vectors for some chunks (counted by `codeqa index`, which fills them)")
+        filled = None
+    else:
+        filled = round(100 * (chunks - missing) / chunks, 1) if chunks else 100.0
+        if missing:
+            pending.append(
+                f"vectors for {missing:,} of {chunks:,} chunks (keyword search covers them)"
+            )
     if changed:
         pending.append(f"{changed:,} files changed on disk since the last index update")
     return IndexStatus(
@@ -83,7 +93,7 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
         index_dir=str(directory),
         files=len(manifest.files),
         chunks=chunks,
-        vectors_filled_percent=round(100 * (chunks - missing) / chunks, 1) if chunks else 100.0,
+        vectors_filled_percent=filled,
         embedder=manifest.embedder_name,
         store=manifest.store,
         last_updated=datetime.fromtimestamp(written, UTC).isoformat(timespec="seconds"),
@@ -143,13 +153,16 @@ def status_text(status: IndexStatus) -> str:
 
 def _counts(
     root: Path, settings: IndexSettings, manifest: Manifest, index: Index | None
-) -> tuple[int, int]:
+) -> tuple[int | None, int | None]:
     """Chunks and chunks without a vector: from the manifest when the last run finished
-    with every vector in place, otherwise from the store."""
+    with every vector in place, otherwise from the store, unless that is an embedded
+    Weaviate server that is not running here (None, None)."""
     if manifest.complete_chunks is not None:
         return manifest.complete_chunks, 0
     if index is not None:
         return index.chunk_count, index.vectors_missing
+    if settings.store == "weaviate" and not settings.weaviate_url:
+        return None, None
     from codeqa.retrieval.index import open_index
 
     with open_index(root, settings) as opened:

@@ -311,3 +311,46 @@ def test_old_store_versions_are_pruned_by_a_later_run_once_due(small_repo, index
         assert store.prune_old_versions() == 0
     finally:
         store.close()
+
+
+def test_callers_refs_impact_and_status_never_open_the_store(tmp_path: Path, monkeypatch, capsys):
+    # Their answers live in the code graph and the manifest; opening an embedded Weaviate
+    # store starts its server (5-15 s), which these commands must not pay.
+    from codeqa.retrieval import index as opened_index_module
+    from codeqa.tui.cli import main
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "mail.py").write_text(
+        "def send(message):\n    return message\n\n\ndef deliver(message):\n    send(message)\n"
+    )
+    build_index(repo, IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama"))
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the store was opened")
+
+    monkeypatch.setattr(opened_index_module, "open_store", refuse)
+    monkeypatch.setattr(index_module, "open_store", refuse)
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index")]
+    capsys.readouterr()
+    for command in (["callers", "send"], ["refs", "send"], ["impact", "mail.py"], ["status"]):
+        assert main([*command, *where]) == 0, command
+    out = capsys.readouterr().out
+    assert "mail.py:6-6  deliver  (call send, resolved)" in out
+    assert "pending: nothing" in out  # status: its counts from the manifest
+
+
+def test_asking_another_store_of_an_index_says_how_to_keep_both_without_a_rebuild(
+    tmp_path: Path,
+):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "mail.py").write_text("def send(message):\n    return message\n")
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    build_index(repo, settings, embed=False)
+    with pytest.raises(IndexMismatch) as caught:
+        open_index(repo, IndexSettings(index_dir=tmp_path / "index", store="weaviate"))
+    message = str(caught.value)
+    assert "--store lancedb" in message
+    assert "--store weaviate --index-dir" in message  # a second folder keeps both
+    assert "would replace the lancedb index" in message  # --rebuild is no switch

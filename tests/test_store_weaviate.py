@@ -7,11 +7,18 @@ restarts, its binary) is here.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import ipaddress
 import json
 import os
 import re
+import shutil
+import signal
 import socket
+import stat
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,11 +28,18 @@ import pytest
 from codeqa.retrieval.config import BINARY_DIR_ENV, COLLECTION_ENV, STORE_FOLDER, IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
-from codeqa.retrieval.stores import weaviate_server
+from codeqa.retrieval.stores import weaviate_embedded, weaviate_server
 from codeqa.retrieval.stores.protocol import chunk_to_row
 from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
-from codeqa.retrieval.stores.weaviate_server import (
+from codeqa.retrieval.stores.weaviate_embedded import (
     EMBEDDED_DATA_FOLDER,
+    KEY_NAME,
+    PID_NAME,
+    api_key_for,
+    startup_failure,
+    stop_stale_server,
+)
+from codeqa.retrieval.stores.weaviate_server import (
     INSTALL_COMMAND,
     LOCK_NAME,
     SERVER_VERSION,
@@ -37,7 +51,7 @@ from codeqa.retrieval.stores.weaviate_server import (
     resolve_target,
 )
 from conftest import JSON_FILES
-from weaviate_backend import weaviate_binary
+from weaviate_backend import wait_for, weaviate_binary
 
 WEAVIATE_CLASS_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 # Weaviate's rule for tenant names.
@@ -322,3 +336,255 @@ def test_store_weaviate_without_a_url_indexes_and_searches_embedded_in_the_index
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert hits and {hit["path"] for hit in hits} <= {f"json/{name}" for name in JSON_FILES}
     assert hits[0]["path"] in {"json/decoder.py", "json/scanner.py"}
+
+
+def test_the_api_key_is_made_once_per_index_folder_and_readable_only_by_its_owner(tmp_path: Path):
+    key = api_key_for(tmp_path / "one")
+    assert api_key_for(tmp_path / "one") == key  # kept: the same on every start
+    assert api_key_for(tmp_path / "two") != key
+    assert stat.S_IMODE((tmp_path / "one" / KEY_NAME).stat().st_mode) == 0o600
+    (tmp_path / "one" / KEY_NAME).chmod(0o644)  # a copy made with looser permissions
+    assert api_key_for(tmp_path / "one") == key
+    assert stat.S_IMODE((tmp_path / "one" / KEY_NAME).stat().st_mode) == 0o600
+
+
+def test_a_server_left_behind_by_a_dead_codeqa_process_is_stopped_by_the_next_one(tmp_path: Path):
+    # A stand-in for the server: a process in a session of its own, named by the pid file.
+    left = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        weaviate_embedded._write_pid_file(tmp_path, left.pid)
+        assert stop_stale_server(tmp_path)
+        assert left.wait(timeout=30) == -signal.SIGTERM
+        assert not (tmp_path / PID_NAME).exists()
+    finally:
+        left.kill()
+        left.wait()
+
+
+def test_a_pid_file_whose_pid_now_names_another_process_stops_nothing(tmp_path: Path):
+    (tmp_path / PID_NAME).write_text(json.dumps({"pid": os.getpid(), "started": 1}))
+    assert not stop_stale_server(tmp_path)  # this test's own pid, started at another time
+    assert not (tmp_path / PID_NAME).exists()
+
+
+def test_why_a_server_did_not_start_is_its_logs_last_error_in_its_own_words(tmp_path: Path):
+    log = tmp_path / "weaviate.log"
+    log.write_text(
+        '{"level":"info","msg":"starting"}\n'
+        '{"action":"grpc_startup","error":"listen tcp :23456: bind: address already in use",'
+        '"level":"fatal","msg":"failed to start grpc server"}\n'
+    )
+    assert startup_failure(log) == (
+        "failed to start grpc server: listen tcp :23456: bind: address already in use"
+    )
+    log.write_text("panic: runtime error: index out of range\n\ngoroutine 1 [running]:\n")
+    assert startup_failure(log) == "panic: runtime error: index out of range"
+
+
+def listening_sockets(pid: int) -> set[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:
+    """(address, port) of every TCP socket process `pid` listens on (Linux's /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            hex_address, hex_port = local.split(":")
+            # Each 32-bit word is in host (little-endian) order.
+            raw = b"".join(
+                bytes.fromhex(hex_address[i : i + 8])[::-1] for i in range(0, len(hex_address), 8)
+            )
+            address = ipaddress.ip_address(raw)
+            if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+                address = address.ipv4_mapped
+            found.add((address, int(hex_port, 16)))
+    return found
+
+
+def server_environment(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket tables")
+def test_embedded_weaviate_listens_on_loopback_and_answers_only_the_index_folders_key(
+    tmp_path: Path,
+):
+    import urllib.error
+    import urllib.request
+
+    import grpc
+    from weaviate.proto.v1 import search_get_pb2, weaviate_pb2_grpc
+
+    settings = IndexSettings(store="weaviate", weaviate_binary_dir=weaviate_binary().parent)
+    index = tmp_path / "index"
+    store = open_weaviate_store(settings, index, 4)
+    try:
+        folder = index / STORE_FOLDER
+        pid = json.loads((folder / PID_NAME).read_text())["pid"]
+        environment = server_environment(pid)
+        http = int(re.search(r"--port\x00(\d+)", Path(f"/proc/{pid}/cmdline").read_text())[1])
+        grpc_port = int(environment["GRPC_PORT"])
+        data = int(environment["CLUSTER_DATA_BIND_PORT"])
+        sockets = listening_sockets(pid)
+        assert {port for _, port in sockets} >= {http, grpc_port, data}
+        assert 6060 not in {port for _, port in sockets}  # the Go debug listener is off
+        exposed = {port for address, port in sockets if not address.is_loopback}
+        # Weaviate 1.39.3 has no setting for the address of these two (it listens on
+        # ":port"): each refuses a request without its credentials (below).
+        assert exposed <= {grpc_port, data}, sockets
+
+        key = (folder / KEY_NAME).read_text()
+        assert stat.S_IMODE((folder / KEY_NAME).stat().st_mode) == 0o600
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{http}/v1/schema", timeout=10)
+        assert refused.value.code == 401
+        keyed = urllib.request.Request(
+            f"http://127.0.0.1:{http}/v1/schema", headers={"Authorization": f"Bearer {key}"}
+        )
+        with urllib.request.urlopen(keyed, timeout=10) as answer:
+            assert answer.status == 200
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{data}/nodes/status", timeout=10)
+        assert refused.value.code == 401
+
+        # A raw gRPC search of the index's tenant, without the key.
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            request = search_get_pb2.SearchRequest(
+                collection=store.collection_name, tenant=store.tenant, limit=1
+            )
+            with pytest.raises(grpc.RpcError) as refused_rpc:
+                weaviate_pb2_grpc.WeaviateStub(channel).Search(request, timeout=10)
+        # Weaviate answers UNKNOWN with this message, not UNAUTHENTICATED.
+        assert "unauthorized" in (refused_rpc.value.details() or "")
+        assert store.count() == 0  # codeqa itself is let in
+    finally:
+        store.close()
+    assert not (index / STORE_FOLDER / PID_NAME).exists()  # stopped with the store
+
+
+# Opens an embedded store from a thread that then ends (as a background refresh does), says
+# so, and waits to be killed.
+_OPEN_AND_WAIT = """
+import sys, threading, time
+from pathlib import Path
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.stores.weaviate import open_weaviate_store
+settings = IndexSettings(store="weaviate", weaviate_binary_dir=Path(sys.argv[1]))
+opened = []
+def open_store():
+    opened.append(open_weaviate_store(settings, Path(sys.argv[2]), 4))
+worker = threading.Thread(target=open_store)
+worker.start()
+worker.join()
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_embedded_server_dies_with_the_process_that_started_it_and_the_next_one_starts(
+    tmp_path: Path,
+):
+    binary_folder = weaviate_binary().parent
+    index = tmp_path / "index"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _OPEN_AND_WAIT, str(binary_folder), str(index)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "open"
+        pid = json.loads((index / STORE_FOLDER / PID_NAME).read_text())["pid"]
+        time.sleep(1)
+        assert _alive(pid)  # the thread that started it has ended: the server has not
+    finally:
+        child.kill()  # SIGKILL: no cleanup of its own
+        child.wait()
+    wait_for(lambda: not _alive(pid), 60, lambda: f"server {pid} outlived its codeqa process")
+    settings = IndexSettings(store="weaviate", weaviate_binary_dir=binary_folder)
+    store = open_weaviate_store(settings, index, 4)  # the next command
+    try:
+        assert store.count() == 0
+    finally:
+        store.close()
+
+
+_OPEN_SEARCH_AND_CLOSE = """
+import sys
+import numpy as np
+from pathlib import Path
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.stores.weaviate import open_weaviate_store
+settings = IndexSettings(store="weaviate", weaviate_binary_dir=Path(sys.argv[1]))
+store = open_weaviate_store(settings, Path(sys.argv[2]), 4)
+text = "def frobnicate(): pass"
+piece = Chunk("a.py", 1, 1, "python", ChunkKind.DECLARATION, "frobnicate", None, text, "# a.py")
+store.upsert([piece], np.eye(1, 4, dtype=np.float32))
+hits = store.search("frobnicate", np.eye(1, 4, dtype=np.float32)[0], SearchMode.HYBRID, 1)
+store.close()
+print(hits[0].chunk.symbol)
+"""
+
+
+@pytest.mark.slow
+def test_embedded_weaviate_works_on_a_host_with_only_loopback(tmp_path: Path):
+    # A new network namespace has only `lo` (down until brought up): a container without a
+    # network. The server used to exit there: "memberlist ... no private IP address found".
+    unshare, ip = shutil.which("unshare"), shutil.which("ip")
+    if unshare is None or ip is None:
+        pytest.skip("needs unshare and ip")
+    if subprocess.run([unshare, "-n", ip, "link", "set", "lo", "up"], check=False).returncode:
+        pytest.skip("not permitted to make a network namespace here")
+    script = f'{ip} link set lo up && exec "$@"'
+    command = [sys.executable, "-c", _OPEN_SEARCH_AND_CLOSE]
+    command += [str(weaviate_binary().parent), str(tmp_path / "index")]
+    done = subprocess.run(
+        [unshare, "-n", "sh", "-c", script, "sh", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "frobnicate"
+
+
+@pytest.mark.slow
+def test_a_server_that_cannot_start_is_one_line_naming_the_cause_from_its_log(
+    tmp_path: Path, monkeypatch
+):
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = free_loopback_ports(5, run=2)
+        ports[1] = port  # its gRPC port
+
+        monkeypatch.setattr(weaviate_embedded, "free_loopback_ports", lambda *a, **k: ports)
+        settings = IndexSettings(store="weaviate", weaviate_binary_dir=weaviate_binary().parent)
+        with pytest.raises(StoreUnavailable) as caught:
+            open_weaviate_store(settings, tmp_path / "index", 4)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "exited while starting" in message
+    assert "address already in use" in message and str(port) in message
+    assert not (tmp_path / "index" / STORE_FOLDER / PID_NAME).exists()

@@ -1,10 +1,12 @@
 """After any sequence of updates and interruptions, search answers as a clean build does:
-the same top 10, in the same order, for BM25, vector and hybrid search."""
+the same top 10, in the same order, for BM25, vector and hybrid search, in either store
+(Weaviate: the embedded server of weaviate_backend.py, an index a tenant)."""
 
 from __future__ import annotations
 
 import random
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from codeqa.retrieval.errors import Cancelled
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import ProgressEvent, build_index
 from codeqa.retrieval.records import SearchMode
+from weaviate_backend import weaviate_settings
 
 pytestmark = pytest.mark.slow  # builds a dozen small real indexes
 
@@ -56,12 +59,18 @@ def write_repo(root: Path, files: int = 30, functions: int = 40) -> None:
         path.write_text("".join(body))
 
 
-def settings_for(directory: Path) -> IndexSettings:
-    return IndexSettings(index_dir=directory, embed_model=EMBED_MODEL)
+@pytest.fixture(params=["lancedb", "weaviate"])
+def store(request: pytest.FixtureRequest) -> IndexSettings:
+    """Settings of the store under test, without an index folder."""
+    if request.param == "weaviate":
+        return replace(weaviate_settings(), embed_model=EMBED_MODEL)
+    return IndexSettings(embed_model=EMBED_MODEL)
 
 
-def top_tens(repo: Path, directory: Path) -> dict[tuple[str, str], list[tuple[str, int, int]]]:
-    with open_index(repo, settings_for(directory)) as index:
+def top_tens(
+    repo: Path, settings: IndexSettings
+) -> dict[tuple[str, str], list[tuple[str, int, int]]]:
+    with open_index(repo, settings) as index:
         return {
             (query, mode.value): [
                 (hit.chunk.path, hit.chunk.start_line, hit.chunk.end_line)
@@ -72,10 +81,10 @@ def top_tens(repo: Path, directory: Path) -> dict[tuple[str, str], list[tuple[st
         }
 
 
-def differing(repo: Path, updated: Path, tmp_path: Path) -> list[tuple[str, str]]:
+def differing(repo: Path, updated: IndexSettings, tmp_path: Path) -> list[tuple[str, str]]:
     """The (query, mode) pairs whose top 10 differs from a clean build of the repo now."""
-    clean = tmp_path / "clean"
-    build_index(repo, settings_for(clean))
+    clean = replace(updated, index_dir=tmp_path / "clean")
+    build_index(repo, clean)
     clean_tops, updated_tops = top_tens(repo, clean), top_tens(repo, updated)
     return [key for key in clean_tops if clean_tops[key] != updated_tops[key]]
 
@@ -84,35 +93,35 @@ def edit(path: Path, text: str) -> None:
     path.write_text(path.read_text() + text)
 
 
-def test_editing_five_files_one_at_a_time_searches_as_a_clean_build(tmp_path):
+def test_editing_five_files_one_at_a_time_searches_as_a_clean_build(store, tmp_path):
     repo = tmp_path / "repo"
     write_repo(repo)
-    directory = tmp_path / "updated"
-    build_index(repo, settings_for(directory))
+    updated = replace(store, index_dir=tmp_path / "updated")
+    build_index(repo, updated)
     for f in range(5):
         edit(repo / f"pkg{f % 3}" / f"m{f}.py", f"# parser token cache note {f}\n")
-        build_index(repo, settings_for(directory))
-    assert differing(repo, directory, tmp_path) == []
+        build_index(repo, updated)
+    assert differing(repo, updated, tmp_path) == []
 
 
-def test_renames_deletes_and_keyword_first_refreshes_search_as_a_clean_build(tmp_path):
+def test_renames_deletes_and_keyword_first_refreshes_search_as_a_clean_build(store, tmp_path):
     repo = tmp_path / "repo"
     write_repo(repo)
-    directory = tmp_path / "updated"
-    build_index(repo, settings_for(directory))
+    updated = replace(store, index_dir=tmp_path / "updated")
+    build_index(repo, updated)
     (repo / "pkg0" / "m6.py").rename(repo / "pkg0" / "m6_renamed.py")
     (repo / "pkg1" / "m7.py").unlink()
-    build_index(repo, settings_for(directory), embed=False)  # what `search` runs first
+    build_index(repo, updated, embed=False)  # what `search` runs first
     edit(repo / "pkg2" / "m8.py", "def widget_cache_extra():\n    return 'socket'\n")
-    build_index(repo, settings_for(directory), embed=False)
-    build_index(repo, settings_for(directory))  # the vectors, later
-    assert differing(repo, directory, tmp_path) == []
+    build_index(repo, updated, embed=False)
+    build_index(repo, updated)  # the vectors, later
+    assert differing(repo, updated, tmp_path) == []
 
 
-def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(tmp_path):
+def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(store, tmp_path):
     repo = tmp_path / "repo"
     write_repo(repo, functions=250)  # ~400 chunks: two embedding batches
-    directory = tmp_path / "updated"
+    updated = replace(store, index_dir=tmp_path / "updated")
     cancel = threading.Event()
 
     def cancel_after_one_batch(event: ProgressEvent) -> None:
@@ -120,10 +129,10 @@ def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(t
             cancel.set()
 
     with pytest.raises(Cancelled):
-        build_index(repo, settings_for(directory), cancel_after_one_batch, cancel=cancel)
-    with open_index(repo, settings_for(directory)) as index:
+        build_index(repo, updated, cancel_after_one_batch, cancel=cancel)
+    with open_index(repo, updated) as index:
         assert 0 < index.vectors_missing < index.chunk_count  # stopped halfway through
     for f in (3, 9, 21):
         edit(repo / f"pkg{f % 3}" / f"m{f}.py", "# render the widget layout again\n")
-    build_index(repo, settings_for(directory))
-    assert differing(repo, directory, tmp_path) == []
+    build_index(repo, updated)
+    assert differing(repo, updated, tmp_path) == []

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from codeqa.retrieval.config import COLLECTION_ENV, IndexSettings
+from codeqa.retrieval.config import API_KEY_ENV, COLLECTION_ENV, IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.manifest import Manifest
@@ -55,6 +55,8 @@ def team(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Ind
     monkeypatch.setenv(COLLECTION_ENV, name)
     if server.weaviate_grpc_port is not None:
         monkeypatch.setenv("CODEQA_WEAVIATE_GRPC_PORT", str(server.weaviate_grpc_port))
+    if server.weaviate_api_key is not None:  # what the CLI and its child processes send
+        monkeypatch.setenv(API_KEY_ENV, server.weaviate_api_key)
     monkeypatch.delenv("CODEQA_MODEL", raising=False)
     _drop_collection(server, name)
     return IndexSettings(
@@ -63,6 +65,7 @@ def team(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Ind
         weaviate_url=server.weaviate_url,
         weaviate_grpc_port=server.weaviate_grpc_port,
         weaviate_collection=name,
+        weaviate_api_key=server.weaviate_api_key,
     )
 
 
@@ -265,6 +268,24 @@ def test_search_all_repos_labels_every_result_with_its_repository(
     assert lines[0].startswith("[widgets] pkg")
 
 
+def test_all_repos_ranks_strong_hits_of_one_repository_above_another_ones_best_weak_hit(
+    team, json_repo, tmp_path
+):
+    # A repository of one chunk that barely matches: its chunk is first in both of its
+    # repository's own legs, as the json decoder is in its own. Ranked by each
+    # repository's own ranks, both scored the most a hit can (~2/61) and the weak chunk
+    # came first or second; on comparable scores the json hits come first.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "settings.py").write_text("default_value = 1\n")
+    json_index = with_index(team, tmp_path / "json-index")
+    build_index(json_repo, json_index)
+    build_index(notes, with_index(team, tmp_path / "notes-index"))
+    with open_index(json_repo, json_index) as index:
+        hits = index.search_repositories("decode a JSON document value", SearchMode.HYBRID, 5)
+    assert [hit.repository for hit in hits] == ["jsonlib"] * 5
+
+
 def test_an_index_opens_the_collection_its_settings_resolved_not_a_later_environments(
     team, generated_repo, tmp_path, monkeypatch
 ):
@@ -352,6 +373,7 @@ def _tenant_count(server: IndexSettings, name: str) -> int | None:
 def _client(server: IndexSettings) -> Iterator[WeaviateClient]:
     import weaviate
     from codeqa.retrieval.stores.weaviate_server import parse_server_url
+    from weaviate.classes.init import Auth
 
     assert server.weaviate_url is not None
     address = parse_server_url(server.weaviate_url, server.weaviate_grpc_port)
@@ -362,6 +384,7 @@ def _client(server: IndexSettings) -> Iterator[WeaviateClient]:
         grpc_host=address.grpc_host,
         grpc_port=address.grpc_port,
         grpc_secure=address.grpc_secure,
+        auth_credentials=Auth.api_key(server.weaviate_api_key) if server.weaviate_api_key else None,
     )
     try:
         yield client

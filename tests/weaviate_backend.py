@@ -25,14 +25,13 @@ from codeqa.retrieval.config import API_KEY_ENV, IndexSettings
 from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.stores.protocol import Store
 from codeqa.retrieval.stores.weaviate import drop_weaviate_index, open_weaviate_store
+from codeqa.retrieval.stores.weaviate_embedded import start_embedded_server
 from codeqa.retrieval.stores.weaviate_server import (
-    EMBEDDED_ENVIRONMENT,
     INSTALL_COMMAND,
     SERVER_VERSION,
     binary_dir,
     build_server_binary,
     embedded_binary_file,
-    free_loopback_ports,
 )
 from codeqa.tui.settings import load_settings
 
@@ -102,28 +101,17 @@ def open_weaviate_for_test(directory: Path, dim: int) -> Store:
 
 
 def _start_session_server(binary: Path) -> IndexSettings:
-    """One embedded server for the session's contract tests (each test has its collection)."""
-    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
-
-    data = Path(tempfile.mkdtemp(prefix="codeqa-weaviate-"))
-    http_port, grpc_port = free_loopback_ports(2)
-    server = EmbeddedV4(
-        EmbeddedOptions(
-            binary_path=str(binary.parent),
-            persistence_data_path=str(data),
-            version=SERVER_VERSION,
-            hostname="127.0.0.1",
-            port=http_port,
-            grpc_port=grpc_port,
-            additional_env_vars=dict(EMBEDDED_ENVIRONMENT),
-        )
-    )
-    server.start()
-    atexit.register(shutil.rmtree, data, ignore_errors=True)
+    """One embedded server for the session's contract tests (each test has its collection),
+    started as codeqa starts one: private, with an API key."""
+    folder = Path(tempfile.mkdtemp(prefix="codeqa-weaviate-"))
+    server = start_embedded_server(binary, folder)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     atexit.register(server.stop)  # runs first: the server is gone before its data
-    wait_until_ready(f"http://127.0.0.1:{http_port}")
     return IndexSettings(
-        store="weaviate", weaviate_url=f"http://127.0.0.1:{http_port}", weaviate_grpc_port=grpc_port
+        store="weaviate",
+        weaviate_url=server.address.url,
+        weaviate_grpc_port=server.address.grpc_port,
+        weaviate_api_key=server.api_key,
     )
 
 

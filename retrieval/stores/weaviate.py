@@ -25,13 +25,18 @@ the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What
   tokens) here; Weaviate's own stop word list is off. Both stores then rank one token stream;
   BM25 statistics are a tenant's own (each tenant is a shard), so other repositories never
   shift a repository's scores;
-- hybrid = Weaviate's native `rankedFusion` with alpha ~0.5: both legs weigh the same, as
-  in LanceDB's RRF, each leg `HYBRID_DEPTH` deep, ties to the vector leg. The order matches
-  RRF; the score is Weaviate's, ~0.5 / (60 + i) summed over the legs with i the 0-based
-  rank (weaviate `FusionRanked`), not `fusion.RRF_K`'s;
+- hybrid = the BM25 and the vector leg, each `HYBRID_DEPTH` deep, fused here by
+  `fusion.fuse_by_reciprocal_rank` exactly as LanceDB's legs are (vector leg first, float32
+  scores). Weaviate's native `rankedFusion` was used until 2026-12: it orders each leg's
+  equal scores by internal document id, which an updated object gets anew, and counts
+  ranks from 0, so an updated index and a clean build of the same files ranked apart;
+- each leg orders equal scores by chunk id (`_ties_by_chunk_id`), and the vector leg is
+  exact (a filtered, hence flat, search; see `_vector`): an index updated file by file
+  answers as a clean build does (tests/test_updates_equal_a_clean_build.py);
 - an object stored without a vector is not in the vector index: near_vector never returns
   it and hybrid finds it through its BM25 leg only. A boolean property `has_vector` says
-  which objects still wait for one (Weaviate cannot filter on "has no vector");
+  which objects still wait for one (Weaviate cannot filter on "has no vector"); the
+  vector leg filters on it;
 - object UUIDs are UUIDv5 of the chunk id, and a batch write of an existing UUID replaces
   the object, so upserts and `set_vectors` are idempotent.
 """
@@ -42,7 +47,7 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -51,7 +56,7 @@ import Stemmer
 from codeqa.retrieval.config import COLLECTION_ENV, IndexSettings
 from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
 from codeqa.retrieval.records import Chunk, RepositoryHit, SearchHit, SearchMode
-from codeqa.retrieval.search.fusion import HYBRID_DEPTH
+from codeqa.retrieval.search.fusion import HYBRID_DEPTH, RRF_K, fuse_by_reciprocal_rank
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
@@ -66,11 +71,13 @@ from codeqa.retrieval.stores.protocol import (
     resolve_query_vector,
     unique_by_id,
 )
+from codeqa.retrieval.stores.weaviate_embedded import EmbeddedServer, start_embedded_server
 from codeqa.retrieval.stores.weaviate_server import (
     DEFAULT_COLLECTION_PREFIX,
     ServerTimeouts,
     WeaviateTarget,
     connect,
+    embedded_binary,
     lock_embedded,
     one_line,
     repository_label,
@@ -119,18 +126,12 @@ STOP_STEMS = frozenset(
 class WeaviateTuning:
     """Every constant that tunes the Weaviate store, with its reason."""
 
-    # Fused results asked of a hybrid query (or `limit` if larger). Weaviate runs each leg
-    # max(this, QUERY_HYBRID_MAXIMUM_RESULTS) deep; embedded Weaviate sets the latter to
-    # HYBRID_DEPTH too (weaviate_server.py), a server should (docs/weaviate.md), so both stores fuse
-    # the same two lists.
+    # How deep each leg of a hybrid search goes (or `limit` if larger): as deep as
+    # LanceDB's legs, so both stores fuse the same two lists.
     hybrid_depth: int = HYBRID_DEPTH
-    # Nearly 0.5, which weighs BM25 and vector ranks equally (with rankedFusion, plain RRF).
-    # The excess breaks exact ties (one chunk 3rd by vectors only, another 3rd by BM25
-    # only) toward the vector leg, as LanceDB's fusion does, where Weaviate would order
-    # them by object id: it parts tied scores by 2e-5 / (60 + rank) >= 1.8e-7, just over
-    # the 1e-7 within which Weaviate calls scores equal, and moves any other score by at
-    # most 3.3e-7, which reordered none of 200,000 sampled pairs of 50-deep-leg scores.
-    hybrid_alpha: float = 0.50001
+    # Each leg reads this many hits past its limit, so that equal scores across the cut
+    # are ordered by chunk id like the rest (`_ties_by_chunk_id`; LanceDB's is the same).
+    tie_margin: int = 10
     # Objects per batch request: big enough to amortise a round trip, small enough to
     # stay far below gRPC's message limit with 1,000-line chunks and 1,024-d vectors.
     batch_size: int = 200
@@ -200,6 +201,7 @@ def _codeqa_collections(client: WeaviateClient, target: WeaviateTarget) -> list[
 @dataclass(slots=True)
 class _RunningServer:
     client: WeaviateClient
+    server: EmbeddedServer
     lock_file: IO[str]
     users: int
 
@@ -223,11 +225,11 @@ class _EmbeddedServers:
             if running is None:
                 lock_file = lock_embedded(target)
                 try:
-                    client = connect(target, timeouts)
+                    running = _start(target, timeouts, lock_file)
                 except BaseException:
                     lock_file.close()
                     raise
-                running = self._running[target.data_dir] = _RunningServer(client, lock_file, 0)
+                self._running[target.data_dir] = running
             running.users += 1
             return running.client
 
@@ -239,9 +241,21 @@ class _EmbeddedServers:
                 return
             del self._running[target.data_dir]
         try:
-            running.client.close()  # also stops the server
+            running.client.close()
+            running.server.stop()
         finally:
             running.lock_file.close()
+
+
+def _start(target: WeaviateTarget, timeouts: ServerTimeouts, lock_file: IO[str]) -> _RunningServer:
+    """Start the target's embedded server (its folder locked) and connect to it."""
+    server = start_embedded_server(embedded_binary(target, timeouts), target.data_dir)
+    try:
+        client = connect(target, timeouts, server.address, server.api_key)
+    except BaseException:
+        server.stop()
+        raise
+    return _RunningServer(client, server, lock_file, 0)
 
 
 _EMBEDDED = _EmbeddedServers()
@@ -361,9 +375,12 @@ class WeaviateStore:
     ) -> list[RepositoryHit]:
         """The best `limit` hits of every index sharing this collection, labelled by index.
 
-        Each tenant answers the same query on its own chunks and BM25 statistics; the lists
-        merge by score. Hybrid scores are rank-based (rankedFusion), so they compare across
-        tenants; BM25 scores come from each tenant's own statistics and compare roughly.
+        Ranked on scores that compare across indexes, never on each index's own ranks: a
+        hybrid search fuses (RRF) one BM25 list of every index's hits by BM25 score and one
+        vector list by cosine similarity. Fusing each index's own hybrid ranking instead
+        gave every index's best hit the same score (~1/60), so a weak match in one
+        repository outranked strong ones in another. BM25 scores come from each index's
+        own statistics (a tenant is a shard): comparable roughly, similarities exactly.
         """
         if self.target.server is None:
             raise ConfigError(
@@ -375,17 +392,26 @@ class WeaviateStore:
         from weaviate.classes.tenants import TenantActivityStatus
 
         keywords, vector, mode = self._prepared(query, query_vector, mode)
-        found: list[RepositoryHit] = []
+        depth = max(limit, self.tuning.hybrid_depth) if mode is SearchMode.HYBRID else limit
+        legs: dict[SearchMode, list[RepositoryHit]] = {SearchMode.BM25: [], SearchMode.VECTOR: []}
         with self._errors("searching every repository"):
             tenants = self._shared.tenants.get()
             for name in sorted(tenants):
                 if tenants[name].activity_status is not TenantActivityStatus.ACTIVE:
                     continue  # an offloaded or deactivated index is not searched
                 tenant = self._shared.with_tenant(name)
-                hits = self._search_in(tenant, keywords, vector, mode, limit)
-                found += [RepositoryHit(repository_label(name), name, hit) for hit in hits]
-        found.sort(key=lambda found_hit: -found_hit.hit.score)  # stable: ties by index name
-        return found[:limit]
+                for leg in legs:
+                    if mode in (leg, SearchMode.HYBRID):
+                        hits = self._search_in(tenant, keywords, vector, leg, depth)
+                        legs[leg] += [RepositoryHit(repository_label(name), name, h) for h in hits]
+        for found in legs.values():
+            found.sort(key=lambda found_hit: -found_hit.hit.score)  # stable: ties by index name
+        if mode is not SearchMode.HYBRID:
+            return legs[mode][:limit]
+        by_key = {(h.index, h.hit.chunk.chunk_id): h for found in legs.values() for h in found}
+        ranked = [[(h.index, h.hit.chunk.chunk_id) for h in found] for found in legs.values()]
+        fused = fuse_by_reciprocal_rank(ranked)[:limit]
+        return [replace(by_key[k], hit=replace(by_key[k].hit, score=score)) for k, score in fused]
 
     def _prepared(
         self, query: str, query_vector: QueryVector, mode: SearchMode
@@ -479,42 +505,47 @@ class WeaviateStore:
         response = collection.query.bm25(
             query=keywords,
             query_properties=[KEYWORD_PROPERTY],
-            limit=limit,
+            limit=limit + self.tuning.tie_margin,
             return_metadata=MetadataQuery(score=True),
             return_properties=list(CHUNK_COLUMNS),
         )
-        return [_hit(o.properties, o.metadata.score) for o in response.objects]
+        hits = [_hit(o.properties, o.metadata.score) for o in response.objects]
+        return _ties_by_chunk_id(hits, limit)
 
     def _vector(self, collection: Collection, vector: list[float], limit: int) -> list[SearchHit]:
-        from weaviate.classes.query import MetadataQuery
+        """The nearest chunks, exactly: a search filtered on `has_vector` compares the query
+        with every vector of the tenant (Weaviate's flat search, for filters matching fewer
+        than the HNSW index's `flatSearchCutoff` objects, 40,000 by default), where an
+        unfiltered one walks the HNSW graph, whose answer depends on the order the graph
+        was built in and on the deletions it still carries."""
+        from weaviate.classes.query import Filter, MetadataQuery
 
         response = collection.query.near_vector(
             near_vector=vector,
             target_vector=VECTOR_NAME,
-            limit=limit,
+            filters=Filter.by_property("has_vector").equal(True),
+            limit=limit + self.tuning.tie_margin,
             return_metadata=MetadataQuery(distance=True),
             return_properties=list(CHUNK_COLUMNS),
         )
         # Cosine distance -> similarity, higher is better like the other modes.
-        return [_hit(o.properties, 1.0 - (o.metadata.distance or 0.0)) for o in response.objects]
+        hits = [_hit(o.properties, 1.0 - (o.metadata.distance or 0.0)) for o in response.objects]
+        return _ties_by_chunk_id(hits, limit)
 
     def _hybrid(
         self, collection: Collection, keywords: str, vector: list[float], limit: int
     ) -> list[SearchHit]:
-        from weaviate.classes.query import HybridFusion, MetadataQuery
-
-        response = collection.query.hybrid(
-            query=keywords,
-            vector=vector,
-            target_vector=VECTOR_NAME,
-            query_properties=[KEYWORD_PROPERTY],
-            alpha=self.tuning.hybrid_alpha,
-            fusion_type=HybridFusion.RANKED,
-            limit=max(limit, self.tuning.hybrid_depth),
-            return_metadata=MetadataQuery(score=True),
-            return_properties=list(CHUNK_COLUMNS),
+        """Both legs as in their own modes, `hybrid_depth` deep, fused by reciprocal rank as
+        LanceDB's are (search/fusion.py): vector results first, scores rounded to float32."""
+        depth = max(limit, self.tuning.hybrid_depth)
+        legs = [self._vector(collection, vector, depth)]
+        if keywords:
+            legs.append(self._bm25(collection, keywords, depth))
+        chunks = {hit.chunk.chunk_id: hit.chunk for leg in legs for hit in leg}
+        fused = fuse_by_reciprocal_rank(
+            [[hit.chunk.chunk_id for hit in leg] for leg in legs], k=RRF_K, float32_scores=True
         )
-        return [_hit(o.properties, o.metadata.score) for o in response.objects[:limit]]
+        return [SearchHit(chunks[chunk_id], score) for chunk_id, score in fused[:limit]]
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -780,6 +811,17 @@ def _chunk(properties: Mapping[str, Any]) -> Chunk:
 
 def _hit(properties: Mapping[str, Any], score: float | None) -> SearchHit:
     return SearchHit(_chunk(properties), float(score or 0.0))
+
+
+def _ties_by_chunk_id(hits: list[SearchHit], limit: int) -> list[SearchHit]:
+    """The best `limit` hits, equal scores ordered by chunk id.
+
+    Weaviate orders equal scores by its internal document id, which a re-written object
+    gets anew: an index updated file by file would rank ties unlike a clean build of the
+    same files. Each leg reads `tie_margin` hits past its limit, so that a tie across the
+    cut is decided by id too (as LanceDB's `_leg`).
+    """
+    return sorted(hits, key=lambda hit: (-hit.score, hit.chunk.chunk_id))[:limit]
 
 
 def _replication(factor: int) -> Any:

@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from codeqa.retrieval.config import (
@@ -35,33 +34,10 @@ from codeqa.retrieval.config import (
     IndexSettings,
 )
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
-from codeqa.retrieval.search.fusion import HYBRID_DEPTH
 
 if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first connection
     from weaviate import WeaviateClient
 
-EMBEDDED_DATA_FOLDER = "weaviate"  # under the index's store folder
-EMBEDDED_NODE_NAME = "codeqa"  # the embedded server's one node: the same on every start
-# Settings of the embedded server, on top of weaviate-client's own.
-EMBEDDED_ENVIRONMENT = MappingProxyType(
-    {
-        # The server writes its log to our terminal: errors only. No usage pings.
-        "LOG_LEVEL": "error",
-        "DISABLE_TELEMETRY": "true",
-        # Raft remembers the node by name; weaviate-client names it after the HTTP port,
-        # which is new on each start, and a renamed node never becomes ready on its old
-        # data. A join list naming only the node itself needs no port.
-        "CLUSTER_HOSTNAME": EMBEDDED_NODE_NAME,
-        "RAFT_JOIN": EMBEDDED_NODE_NAME,
-        # Raft's timeouts are multiplied by 5 by default, to ride out network delays between
-        # nodes; one node on loopback has none, and the fifth part of its wait for the first
-        # election is most of a start (ready in ~5 s instead of ~9 s here).
-        "RAFT_TIMEOUTS_MULTIPLIER": "1",
-        # Each leg of a native hybrid query is at least this deep (100 by default): as deep as
-        # LanceDB's legs, so both stores fuse the same candidates.
-        "QUERY_HYBRID_MAXIMUM_RESULTS": str(HYBRID_DEPTH),
-    }
-)
 LOCK_NAME = "weaviate.lock"
 _VALID_COLLECTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 # Every index on a server is a tenant of one collection per vector size (see weaviate.py):
@@ -319,18 +295,25 @@ def lock_embedded(target: WeaviateTarget) -> IO[str]:
     return handle
 
 
-def connect(target: WeaviateTarget, timeouts: ServerTimeouts) -> WeaviateClient:
-    """A client of the target's server, starting the embedded one if there is no server."""
+def connect(
+    target: WeaviateTarget,
+    timeouts: ServerTimeouts,
+    embedded: ServerAddress | None = None,
+    embedded_key: str | None = None,
+) -> WeaviateClient:
+    """A client of the target's server, or of its embedded server, started by the caller
+    (weaviate_embedded.py) at `embedded`, which takes `embedded_key`."""
     import weaviate
     from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
     config = AdditionalConfig(
         timeout=Timeout(init=timeouts.init, query=timeouts.query, insert=timeouts.insert)
     )
-    if target.server is None:
-        return _start_embedded(target, timeouts, config)
-    server = target.server
-    auth = Auth.api_key(target.api_key) if target.api_key else None
+    server = embedded or target.server
+    api_key = embedded_key if embedded else target.api_key
+    if server is None:
+        raise StoreUnavailable(f"{target.where}: the embedded server is not running")
+    auth = Auth.api_key(api_key) if api_key else None
     with translating_errors(target, "connecting"):
         return weaviate.connect_to_custom(
             http_host=server.http_host,
@@ -344,38 +327,26 @@ def connect(target: WeaviateTarget, timeouts: ServerTimeouts) -> WeaviateClient:
         )
 
 
-def _start_embedded(
-    target: WeaviateTarget, timeouts: ServerTimeouts, config: Any
-) -> WeaviateClient:
-    import weaviate
+def embedded_binary(target: WeaviateTarget, timeouts: ServerTimeouts) -> Path:
+    """The embedded server's binary: there, or downloaded by weaviate-client (online)."""
+    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
     from weaviate.exceptions import WeaviateBaseError
 
     binary = embedded_binary_file(target.binary_dir)
-    if not binary.exists() and not _download_host_reachable(timeouts.download_probe):
+    if binary.exists():
+        return binary
+    if not _download_host_reachable(timeouts.download_probe):
         raise StoreUnavailable(_offline_message(binary))
-    http_port, grpc_port = free_loopback_ports(2)
+    options = EmbeddedOptions(
+        binary_path=str(target.binary_dir),
+        persistence_data_path=str(target.data_dir),
+        version=SERVER_VERSION,
+    )
     try:
-        return weaviate.connect_to_embedded(
-            hostname="127.0.0.1",
-            port=http_port,
-            grpc_port=grpc_port,
-            persistence_data_path=str(target.data_dir / EMBEDDED_DATA_FOLDER),
-            binary_path=str(target.binary_dir),
-            version=SERVER_VERSION,
-            additional_config=config,
-            environment_variables=dict(EMBEDDED_ENVIRONMENT),
-        )
-    except OSError as error:  # the download (urllib) or the binary itself
-        if not binary.exists():
-            raise StoreUnavailable(_offline_message(binary)) from error
-        raise StoreUnavailable(
-            f"embedded Weaviate did not start: {one_line(str(error))}"
-        ) from error
-    except WeaviateBaseError as error:
-        raise StoreUnavailable(
-            f"embedded Weaviate did not start: {one_line(str(error))}; or point codeqa at a "
-            "server with --store weaviate --weaviate-url http://host:8080"
-        ) from error
+        EmbeddedV4(options).ensure_weaviate_binary_exists()  # downloads; starts nothing
+    except (OSError, WeaviateBaseError) as error:
+        raise StoreUnavailable(_offline_message(binary)) from error
+    return binary
 
 
 def _offline_message(binary: Path) -> str:
@@ -402,8 +373,10 @@ def _download_host_reachable(timeout: float) -> bool:
         return False
 
 
-def free_loopback_ports(count: int) -> list[int]:
-    """`count` distinct ports free now, for a server about to bind them.
+def free_loopback_ports(count: int, *, run: int = 1) -> list[int]:
+    """`count` distinct ports free now, for a server about to bind them; with `run` > 1
+    the last one is the first of `run` adjacent free ports (Weaviate finds a node's Raft
+    RPC port at its Raft port + 1).
 
     They are freed again before the server binds them. Ports the kernel hands out for
     "any port" come from its ephemeral range: weaviate-client's picks of the server's five
@@ -411,24 +384,31 @@ def free_loopback_ports(count: int) -> list[int]:
     taken in that moment ("bind: address already in use"). So these come from below that
     range, where only a process asking for that very port can take one.
     """
-    candidates = list(range(FIXED_PORTS_FROM, _ephemeral_ports_start()))
+    candidates = list(range(FIXED_PORTS_FROM, _ephemeral_ports_start() - run + 1))
     random.Random().shuffle(candidates)
     ports: list[int] = []
     with ExitStack() as held:  # held together, so no port is picked twice
         for port in candidates:
             if len(ports) == count:
                 break
-            sock = held.enter_context(socket.socket())
-            try:
-                sock.bind(("", port))  # every interface, as the server binds its gRPC port
-            except OSError:
-                continue
-            ports.append(port)
+            wanted = range(port, port + (run if len(ports) == count - 1 else 1))
+            if all(_hold(held, each) for each in wanted):
+                ports.append(port)
         while len(ports) < count:  # no room below the ephemeral range: any free port
             sock = held.enter_context(socket.socket())
             sock.bind(("", 0))
             ports.append(int(sock.getsockname()[1]))
     return ports
+
+
+def _hold(held: ExitStack, port: int) -> bool:
+    """Bind `port` until `held` closes; whether it was free."""
+    sock = held.enter_context(socket.socket())
+    try:
+        sock.bind(("", port))  # every interface, as the server binds its gRPC port
+    except OSError:
+        return False
+    return True
 
 
 def _ephemeral_ports_start() -> int:
