@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import http.server
+import os
+import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -285,3 +287,127 @@ def test_a_repo_may_not_choose_the_weaviate_collection_or_the_binary_codeqa_runs
     assert load_settings(small_repo, environ=cache).index.weaviate_binary_dir == tmp_path / "cache"
     user_config.write_text(f'weaviate_binary_dir = "{tmp_path / "mine"}"\n')
     assert load_settings(small_repo, environ=cache).index.weaviate_binary_dir == tmp_path / "mine"
+
+
+# Values a repository's codeqa.toml may hold that are not what their key declares: each is one
+# warning line, and the setting keeps its default (round 3 of the trust issue, and variants).
+HOSTILE_REPO_VALUES = {
+    "infinity": "max_file_bytes = inf",
+    "not a number": "max_file_bytes = nan",
+    "negative": "max_file_bytes = -5",
+    "zero": "max_file_bytes = 0",
+    "a fraction": "max_file_bytes = 1.5",
+    "a whole float": "max_file_bytes = 2.0",
+    "a string of digits": 'max_file_bytes = "12"',
+    "a bool for a number": "max_file_bytes = true",
+    "a number for a bool": "include_generated = 1",
+    "4,000 digits": "max_file_bytes = " + "9" * 4000,
+    "5,000 digits": "max_file_bytes = " + "9" * 5000,
+    "an array 3,000 deep": "include_generated = " + "[" * 3000 + "]" * 3000,
+    "an inline table 3,000 deep": "x = " + "{a = " * 3000 + "1" + "}" * 3000,
+    "an array 200 deep": "model = " + "[" * 200 + "]" * 200,
+    "an unknown store": 'store = "bogus"',
+    "a model name of a megabyte": 'model = "' + "x" * 1_000_000 + '"',
+    "a control character": 'model = "gpt\\u001b]52;c;aGk=\\u0007"',
+    "a newline": 'embed_model = "default\\nforged: line"',
+    "a table for a string": "model = {name = 'gpt'}",
+    "a date": "embed_model = 1979-05-27",
+    "a port past 65535": "weaviate_grpc_port = 65536",
+    "not TOML": "max_file_bytes = [unclosed",
+    "5,000 unknown keys": "\n".join(f"key{n} = {n}" for n in range(5000)),
+}
+
+
+@pytest.mark.parametrize("line", HOSTILE_REPO_VALUES.values(), ids=HOSTILE_REPO_VALUES.keys())
+def test_a_hostile_value_in_a_repo_config_is_one_short_warning_and_the_default_holds(
+    small_repo, user_config, line
+):
+    (small_repo / CONFIG_FILE_NAME).write_text(line + "\n")
+    settings = load_settings(small_repo, environ={})
+    assert settings.index.max_file_bytes == 1_000_000
+    assert (settings.index.store, settings.index.include_generated) == ("lancedb", False)
+    assert (settings.model, settings.index.embed_model) == (None, None)
+    (warning,) = settings.warnings
+    assert str(small_repo / CONFIG_FILE_NAME) in warning
+    assert len(warning) < 600 and "\n" not in warning and "\x1b" not in warning
+
+
+def test_a_repo_config_that_is_not_a_small_utf8_file_is_one_warning(small_repo, user_config):
+    config = small_repo / CONFIG_FILE_NAME
+    config.write_bytes(b'max_file_bytes = "\xff\xfe"\n')
+    hostile: list[tuple[str, Callable[[], object]]] = [
+        ("not UTF-8", lambda: None),
+        ("a folder", lambda: (config.unlink(), config.mkdir())),
+        ("a symlink to /dev/zero", lambda: (config.rmdir(), config.symlink_to("/dev/zero"))),
+        ("a FIFO", lambda: (config.unlink(), os.mkfifo(config))),
+        ("a dangling symlink", lambda: (config.unlink(), config.symlink_to(small_repo / "gone"))),
+        ("two megabytes", lambda: (config.unlink(), config.write_text("#" * 2_000_000))),
+    ]
+    for name, make in hostile:
+        make()
+        settings = load_settings(small_repo, environ={})
+        assert settings.index == load_settings(None, environ={}).index, name
+        (warning,) = settings.warnings
+        assert warning.startswith(f"ignoring {config}: ") and len(warning) < 300, name
+
+
+BAD_USER_VALUES = {
+    "infinity": "max_file_bytes = inf",
+    "5,000 digits": "max_file_bytes = " + "9" * 5000,
+    "an unknown store": 'store = "bogus"',
+    "zero": "request_timeout = 0",
+    "a float": "context_window = 1e9",
+    "out of range": "weaviate_grpc_port = 70000",
+    "nested 3,000 deep": "trusted_repos = " + "[" * 3000 + "]" * 3000,
+    "a NUL": 'model = "gpt\\u0000x"',
+    "a string for a list": 'trusted_repos = "/home"',
+}
+
+
+@pytest.mark.parametrize("line", BAD_USER_VALUES.values(), ids=BAD_USER_VALUES.keys())
+def test_a_bad_value_in_the_users_own_config_is_one_error_line(
+    small_repo, index_dir, user_config, capsys, line
+):
+    user_config.write_text(line + "\n")
+    assert (
+        main(["search", "scanner", "--repo", str(small_repo), "--index-dir", str(index_dir)]) == 1
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("codeqa: error: ") and str(user_config) in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err and len(err) < 300
+
+
+def test_environment_values_keep_the_same_bounds(small_repo, user_config):
+    for variable, value in [
+        ("CODEQA_MAX_FILE_BYTES", "inf"),
+        ("CODEQA_MAX_FILE_BYTES", "-1"),
+        ("CODEQA_MAX_FILE_BYTES", "9" * 5000),
+        ("CODEQA_REQUEST_TIMEOUT", "1e400"),
+        ("CODEQA_STORE", "bogus"),
+        ("CODEQA_MODEL", "gpt\nforged"),
+        ("CODEQA_WEAVIATE_GRPC_PORT", "65536"),
+        ("CODEQA_INCLUDE_GENERATED", "maybe"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(f"${variable}: ")) as raised:
+            load_settings(small_repo, environ={variable: value})
+        assert len(str(raised.value)) < 200
+    chosen = {"CODEQA_MAX_FILE_BYTES": "2_000", "CODEQA_INCLUDE_GENERATED": "yes"}
+    settings = load_settings(small_repo, environ=chosen)
+    assert (settings.index.max_file_bytes, settings.index.include_generated) == (2000, True)
+
+
+def test_every_command_runs_on_a_repo_whose_config_the_issue_named(
+    small_repo, index_dir, user_config, capsys
+):
+    repo, index = str(small_repo), str(index_dir)
+    for line in ("max_file_bytes = inf", 'store = "bogus"', "max_file_bytes = " + "9" * 5000):
+        (small_repo / CONFIG_FILE_NAME).write_text(line + "\n")
+        assert main(["index", repo, "--index-dir", index, "--no-embed"]) == 0
+        search = ["search", "scanner", "--repo", repo, "--index-dir", index, "--mode", "bm25"]
+        assert main(search) == 0
+        assert main(["status", "--repo", repo, "--index-dir", index]) == 0
+        captured = capsys.readouterr()
+        assert "json/scanner.py" in captured.out
+        warnings = [line for line in captured.err.splitlines() if "warning" in line]
+        assert len(warnings) == 3 and "Traceback" not in captured.err

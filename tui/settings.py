@@ -14,11 +14,20 @@ file would be: it may set every key but `trusted_repos`, and raise limits.
 
 A secret (`Key.environment_only`: the Weaviate API key) comes from the environment alone; a
 file holding one, the user's or a repository's, is named in a warning and its copy ignored.
+
+Every value, from a file, the environment or a flag, is checked in one place (`_checked`)
+against its key's declared type and bounds: a whole number in its range (never a float,
+`inf`, `nan` or a bool), a string of bounded length without control characters, one of
+its choices where it has them; a file is read only if it is a regular file of at most
+`MAX_CONFIG_BYTES`, and a parse that runs too deep (arrays nested thousands deep) or meets
+an integer too long to convert is a broken file like any other.
 """
 
 from __future__ import annotations
 
 import os
+import reprlib
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -29,6 +38,7 @@ from codeqa.retrieval.config import (
     API_KEY_ENV,
     BINARY_DIR_ENV,
     COLLECTION_ENV,
+    DEFAULT_STORE,
     STORE_BACKENDS,
     IndexSettings,
 )
@@ -58,28 +68,53 @@ class Key:
     # A secret, read from the environment only: a repository's file is untrusted, and the
     # user's own is a file, which gets shared, synced and committed to dotfile repositories.
     environment_only: bool = False
+    # The bounds every value must keep, whoever sets it: a number's range, a string's choices.
+    least: int = 1
+    most: int = 1 << 31
+    choices: tuple[str, ...] = ()
 
+
+# A settings file is a few lines; anything bigger is not one (a symlink to a log, a blob).
+MAX_CONFIG_BYTES = 1 << 20
+# A URL, a path or a model name: anything longer is a mistake or an attack.
+MAX_TEXT_CHARS = 4096
+MAX_LIST_ITEMS = 1000
+# How values and key names appear in a message: a 1 MB string or a 900-deep array, cut short.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = (
+    2,
+    4,
+    60,
+    60,
+    40,
+)
+# Unknown keys named in a warning; a file of thousands of them gets one line, not a page.
+_NAMED_KEYS = 10
 
 KEYS: dict[str, Key] = {
     "model": Key("CODEQA_MODEL", str),
     # The model's server (a local OpenAI-compatible one): questions and code go there.
     "api_base": Key("CODEQA_API_BASE", str),
     # A local model's real window and speed: litellm's map knows neither for custom models.
-    "context_window": Key("CODEQA_CONTEXT_WINDOW", int),
-    "request_timeout": Key("CODEQA_REQUEST_TIMEOUT", int),
+    "context_window": Key("CODEQA_CONTEXT_WINDOW", int, most=100_000_000),
+    # Seconds; a week is already longer than anyone waits.
+    "request_timeout": Key("CODEQA_REQUEST_TIMEOUT", int, most=7 * 24 * 3600),
     "embed_model": Key("CODEQA_EMBED_MODEL", str),
     # A served embedding model's server: code goes there.
     "embed_api_base": Key("CODEQA_EMBED_API_BASE", str),
     # Requests in flight to it: a repository's file must not set the pace of the user's API.
     "embed_concurrency": Key("CODEQA_EMBED_CONCURRENCY", int),
     "index_dir": Key("CODEQA_INDEX_DIR", str),
-    "store": Key("CODEQA_STORE", str),
-    "max_file_bytes": Key("CODEQA_MAX_FILE_BYTES", int, repo_may_set=True, limit=True),
+    "store": Key("CODEQA_STORE", str, choices=STORE_BACKENDS),
+    # At most 1 GiB: a file is read whole to be indexed.
+    "max_file_bytes": Key(
+        "CODEQA_MAX_FILE_BYTES", int, repo_may_set=True, limit=True, most=1 << 30
+    ),
     # Index build output and generated files too (dist/ bundles, compiled copies of .ts).
     "include_generated": Key("CODEQA_INCLUDE_GENERATED", bool, repo_may_set=True),
     "weaviate_url": Key("CODEQA_WEAVIATE_URL", str),
-    "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int),
-    "weaviate_replication": Key("CODEQA_WEAVIATE_REPLICATION", int),
+    "weaviate_grpc_port": Key("CODEQA_WEAVIATE_GRPC_PORT", int, most=65535),
+    "weaviate_replication": Key("CODEQA_WEAVIATE_REPLICATION", int, most=1000),
     # A team's own collection on the server, instead of the shared one per vector size.
     "weaviate_collection": Key(COLLECTION_ENV, str),
     # The folder whose server binary embedded Weaviate runs (and where one is built).
@@ -156,13 +191,13 @@ def load_settings(
     values: dict[str, object] = {}
     warnings: list[str] = []
     user_path = user_config_path()
-    user = _read_user_toml(user_path, warnings) if user_path.is_file() else {}
+    user = _read_user_toml(user_path, warnings) if os.path.lexists(user_path) else {}
     trusted_repos = user.pop("trusted_repos", [])
-    assert isinstance(trusted_repos, list)  # _read_toml checked it is a list of strings
+    assert isinstance(trusted_repos, list)  # _checked made it a list of strings
     trusted = [Path(p).expanduser().resolve() for p in trusted_repos]
     values.update(user)
     repo_path = Path(repo) / CONFIG_FILE_NAME if repo is not None else None
-    if repo_path is not None and repo_path.is_file():
+    if repo_path is not None and os.path.lexists(repo_path):
         repo_values = _read_repo_toml(repo_path, warnings)
         if not (trust_repo or repo_path.parent.expanduser().resolve() in trusted):
             refused = sorted(key for key in repo_values if not KEYS[key].repo_may_set)
@@ -175,12 +210,11 @@ def load_settings(
     values.pop("trusted_repos", None)
     for key, spec in KEYS.items():
         if spec.variable and environ.get(spec.variable):
-            values[key] = _coerce(
-                key, environ[spec.variable], spec.kind, origin=f"${spec.variable}"
-            )
+            values[key] = _checked(key, environ[spec.variable], f"${spec.variable}", text=True)
     for key, value in (overrides or {}).items():
-        if value is not None:
-            values[key] = value
+        if value is not None:  # a flag's value is text (a Path for a folder)
+            flag = f"--{key.replace('_', '-')}"
+            values[key] = _checked(key, str(value), flag, text=True)
     settings = _build(values, tuple(warnings), user_cache_root())
     if settings.index.weaviate_binary_dir is None and environ.get("XDG_CACHE_HOME"):
         # weaviate-client's own rule for its binary folder: $XDG_CACHE_HOME's value as is,
@@ -208,8 +242,9 @@ def _hold_to_limits(
     for key, value in repo_values.items():
         if not KEYS[key].limit:
             continue
-        ceiling = _whole_number(key, user_values.get(key, DEFAULT_LIMITS[key]), "settings")
-        if _whole_number(key, value, str(path)) > ceiling:
+        ceiling = user_values.get(key, DEFAULT_LIMITS[key])
+        assert isinstance(value, int) and isinstance(ceiling, int)  # _checked made them so
+        if value > ceiling:
             repo_values[key] = ceiling
             variable = KEYS[key].variable
             warnings.append(
@@ -220,10 +255,25 @@ def _hold_to_limits(
 
 
 def _parse_toml(path: Path) -> dict[str, object]:
+    """The file's table; ConfigError for anything that is not a small regular TOML file."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ConfigError(f"cannot read {path}: {error}") from None
+        # Not blocking: a FIFO named codeqa.toml must not hang the command before the check.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ConfigError(f"cannot read {path}: not a regular file")
+            data = file.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"cannot read {path}: larger than {MAX_CONFIG_BYTES:,} bytes")
+        return tomllib.loads(data.decode("utf-8"))
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {_one_line(str(error))}") from None
+    except ValueError:  # tomllib's int() of 4,300 digits or more
+        raise ConfigError(f"cannot read {path}: a number too long to read") from None
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise ConfigError(f"cannot read {path}: values nested too deep") from None
 
 
 def _known(data: dict[str, object], path: Path, warnings: list[str]) -> dict[str, object]:
@@ -234,7 +284,9 @@ def _known(data: dict[str, object], path: Path, warnings: list[str]) -> dict[str
         warnings.append(f"ignoring {key} in {path}: {RETIRED_KEYS[key]}; remove it from the file")
     unknown = sorted(set(data) - set(KEYS) - set(RETIRED_KEYS))
     if unknown:
-        names = ", ".join(repr(key) for key in unknown)
+        names = ", ".join(_SHOWN.repr(key) for key in unknown[:_NAMED_KEYS])
+        if len(unknown) > _NAMED_KEYS:
+            names += f" and {len(unknown) - _NAMED_KEYS:,} more"
         warnings.append(
             f"ignoring unknown setting{'s' if len(unknown) > 1 else ''} {names} in {path} "
             f"(known: {', '.join(in_files)})"
@@ -251,7 +303,7 @@ def _known(data: dict[str, object], path: Path, warnings: list[str]) -> dict[str
 def _read_user_toml(path: Path, warnings: list[str]) -> dict[str, object]:
     """The user's own file: unknown keys are a warning, a bad file or value an error."""
     known = _known(_parse_toml(path), path, warnings)
-    return {key: _coerce(key, value, KEYS[key].kind, str(path)) for key, value in known.items()}
+    return {key: _checked(key, value, str(path)) for key, value in known.items()}
 
 
 def _read_repo_toml(path: Path, warnings: list[str]) -> dict[str, object]:
@@ -264,48 +316,84 @@ def _read_repo_toml(path: Path, warnings: list[str]) -> dict[str, object]:
     values: dict[str, object] = {}
     for key, value in _known(data, path, warnings).items():
         try:
-            values[key] = _coerce(key, value, KEYS[key].kind, str(path))
+            values[key] = _checked(key, value, str(path))
         except ConfigError as error:
             warnings.append(f"ignoring {key} from {error}")
     return values
 
 
-def _coerce(key: str, value: object, kind: type, origin: str) -> object:
-    if kind is int:
-        return _whole_number(key, value, origin)
-    if kind is bool:
+def _checked(key: str, value: object, origin: str, *, text: bool = False) -> object:
+    """`value` for `key` if it has the key's type and keeps its bounds, else ConfigError.
+
+    `text`: the value comes as a string (an environment variable, a flag) and is parsed;
+    from a file it must already have its type (TOML's `1.5`, `"12"` or `true` is not a
+    whole number).
+    """
+    spec = KEYS[key]
+    if spec.kind is int:
+        return _whole_number(key, value, origin, spec, text=text)
+    if spec.kind is bool:
         if isinstance(value, bool):
             return value
-        if str(value).lower() in ("1", "true", "yes"):
+        if text and str(value).lower() in ("1", "true", "yes"):
             return True
-        if str(value).lower() in ("0", "false", "no", ""):
+        if text and str(value).lower() in ("0", "false", "no", ""):
             return False
-        raise ConfigError(f"{origin}: {key} must be true or false, not {value!r}")
-    if kind is list:
+        raise ConfigError(f"{origin}: {key} must be true or false, not {_SHOWN.repr(value)}")
+    if spec.kind is list:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise ConfigError(f"{origin}: {key} must be a list of strings, not {value!r}")
+            raise ConfigError(
+                f"{origin}: {key} must be a list of strings, not {_SHOWN.repr(value)}"
+            )
+        if len(value) > MAX_LIST_ITEMS:
+            raise ConfigError(f"{origin}: {key} holds more than {MAX_LIST_ITEMS:,} items")
+        for item in value:
+            _text(key, item, origin)
         return value
     if not isinstance(value, str):
-        raise ConfigError(f"{origin}: {key} must be a string, not {value!r}")
+        raise ConfigError(f"{origin}: {key} must be a string, not {_SHOWN.repr(value)}")
+    _text(key, value, origin)
+    if spec.choices and value not in spec.choices:
+        raise ConfigError(
+            f"{origin}: unknown {key} {_SHOWN.repr(value)}; choose one of: "
+            + ", ".join(spec.choices)
+        )
     return value
 
 
-def _whole_number(key: str, value: object, origin: str) -> int:
-    try:
-        if not isinstance(value, str | int | float):
-            raise TypeError
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{origin}: {key} must be a whole number, not {value!r}") from None
-    if number <= 0:
-        raise ConfigError(f"{origin}: {key} must be positive, not {number}")
+def _text(key: str, value: str, origin: str) -> None:
+    if len(value) > MAX_TEXT_CHARS:
+        raise ConfigError(f"{origin}: {key} is longer than {MAX_TEXT_CHARS:,} characters")
+    if any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in value):
+        raise ConfigError(f"{origin}: {key} holds a control character: {_SHOWN.repr(value)}")
+
+
+def _whole_number(key: str, value: object, origin: str, spec: Key, *, text: bool) -> int:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif text and isinstance(value, str) and len(value) <= 40:  # 40 digits: past any bound
+        try:
+            number = int(value)
+        except ValueError:
+            pass
+    if number is None:
+        raise ConfigError(f"{origin}: {key} must be a whole number, not {_SHOWN.repr(value)}")
+    if not spec.least <= number <= spec.most:
+        shown = _SHOWN.repr(number)
+        raise ConfigError(
+            f"{origin}: {key} must be from {spec.least} to {spec.most:,}, not {shown}"
+        )
     return number
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _build(values: dict[str, object], warnings: tuple[str, ...], cache_root: Path) -> Settings:
-    store = str(values.get("store", "lancedb"))
-    if store not in STORE_BACKENDS:
-        raise ConfigError(f"unknown store {store!r}; choose one of: {', '.join(STORE_BACKENDS)}")
+    # Every value was _checked: its type and bounds hold here.
+    store = str(values.get("store", DEFAULT_STORE))
     index_dir = values.get("index_dir")
     binary_dir = values.get("weaviate_binary_dir")
     index = replace(
@@ -324,15 +412,10 @@ def _build(values: dict[str, object], warnings: tuple[str, ...], cache_root: Pat
         cache_root=cache_root,
     )
     if "max_file_bytes" in values:
-        max_file_bytes = _whole_number("max_file_bytes", values["max_file_bytes"], "settings")
-        index = replace(index, max_file_bytes=max_file_bytes)
+        index = replace(index, max_file_bytes=values["max_file_bytes"])  # type: ignore[arg-type]
     if values.get("include_generated"):
         index = replace(index, include_generated=True)
-    numbers = {
-        key: _whole_number(key, values[key], "settings")
-        for key in ("context_window", "request_timeout")
-        if values.get(key) is not None
-    }
+    numbers = {key: values[key] for key in ("context_window", "request_timeout") if key in values}
     return Settings(
         index=index,
         model=values.get("model") or None,  # type: ignore[arg-type]
