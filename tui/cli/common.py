@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,15 @@ if TYPE_CHECKING:
 
 REPO_HELP = "a folder in the repository (default: .); its git root's index is used"
 
+# The bounds of every command's numeric options, in one place: past them a number is a typo
+# or an attack (`--limit 4294967296` overflowed the store), never a wish.
+MAX_RESULTS = 1000  # search --limit, eval --top
+MAX_QUESTIONS = 1_000_000  # eval --limit
+MAX_IMPACT_DEPTH = 50  # impact --depth: hops of callers; a real call graph is shallower
+MAX_GRAPH_ROWS = 100_000  # refs|callers|impact --limit (0: all)
+MAX_QUERY_TIME_VECTORS = 10_000  # eval --query-time-vectors
+MAX_IDLE_MINUTES = 60 * 24 * 365  # serve --idle-timeout: a year
+
 
 def repository_from_args(path: Path, doing: str, *, limited: bool = False) -> RepoRoot:
     """The repository `path` lies in; one stderr line when its root is a folder above.
@@ -31,6 +42,41 @@ def repository_from_args(path: Path, doing: str, *, limited: bool = False) -> Re
             line += f"; results limited to {repo.subpath}/"
         print(line, file=sys.stderr)
     return repo
+
+
+def whole_number(least: int, most: int) -> Callable[[str], int]:
+    """An argparse `type`: a whole number from `least` to `most`, else one usage error line."""
+
+    def parse(text: str) -> int:
+        try:
+            # 40 digits is past every bound; int() of thousands of digits is refused anyway.
+            number = int(text) if len(text) <= 40 else None
+        except ValueError:
+            number = None
+        if number is None or not least <= number <= most:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {least:,} to {most:,}, not {text[:40]!r}"
+            )
+        return number
+
+    return parse
+
+
+def minutes(least: float, most: float) -> Callable[[str], float]:
+    """An argparse `type`: a finite number of minutes, more than `least` and at most `most`."""
+
+    def parse(text: str) -> float:
+        try:
+            number = float(text) if len(text) <= 40 else math.nan
+        except ValueError:
+            number = math.nan
+        if not least < number <= most:  # false for nan too
+            raise argparse.ArgumentTypeError(
+                f"expected minutes, more than {least:g} and at most {most:,g}, not {text[:40]!r}"
+            )
+        return number
+
+    return parse
 
 
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,13 @@ from typing import TextIO
 from codeqa.retrieval.chunking.chunker import CHUNK_STRATEGIES, THREE_TIER
 from codeqa.retrieval.errors import EvalUsageError
 from codeqa.retrieval.records import SearchMode
-from codeqa.tui.cli.common import add_api_base_argument
+from codeqa.tui.cli.common import (
+    MAX_QUERY_TIME_VECTORS,
+    MAX_QUESTIONS,
+    MAX_RESULTS,
+    add_api_base_argument,
+    whole_number,
+)
 
 SAMPLE_DATASET = "codeqa-sample.jsonl"
 ALL_MODES = "all"
@@ -57,9 +63,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=THREE_TIER,
         help="how files are cut: codeqa's three tiers, or fixed 100-line windows (an ablation)",
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="run only the first N questions")
     parser.add_argument(
-        "--top", type=int, default=10, metavar="K", help="results kept per question (default 10)"
+        "--limit",
+        type=whole_number(1, MAX_QUESTIONS),
+        metavar="N",
+        help="run only the first N questions",
+    )
+    parser.add_argument(
+        "--top",
+        type=whole_number(1, MAX_RESULTS),
+        default=10,
+        metavar="K",
+        help="results kept per question (default 10)",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument(
@@ -102,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--query-time-vectors",
-        type=int,
+        type=whole_number(0, MAX_QUERY_TIME_VECTORS),
         metavar="N",
         help="hybrid: embed at most N keyword candidates lacking a vector per search (0: none)",
     )
@@ -145,12 +160,6 @@ def run(args: argparse.Namespace) -> int:
         if args.dataset is not None:
             raise EvalUsageError("give either DATASET or --compare A.json B.json, not both")
         return _compare(*args.compare)
-    if args.limit is not None and args.limit < 1:
-        raise EvalUsageError("--limit must be at least 1")
-    if args.top < 1:
-        raise EvalUsageError("--top must be at least 1")
-    if args.query_time_vectors is not None and args.query_time_vectors < 0:
-        raise EvalUsageError("--query-time-vectors must be 0 or more")
     if args.without_vectors and args.index_root is None:
         raise EvalUsageError(
             "--without-vectors needs --index-root (a new folder, or one such a run left)"

@@ -12,14 +12,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from codeqa.retrieval.errors import ConfigError
 from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH
 from codeqa.tui.cli.common import (
+    MAX_GRAPH_ROWS,
+    MAX_IMPACT_DEPTH,
     REPO_HELP,
     add_index_arguments,
     fresh_index,
     repository_from_args,
     settings_from_args,
+    whole_number,
 )
 from codeqa.tui.graph_text import (
     DEFAULT_GRAPH_LIMIT,
@@ -57,14 +59,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parser.add_argument("--json", action="store_true", help="print one JSON object")
         parser.add_argument(
             "--limit",
-            type=int,
+            type=whole_number(0, MAX_GRAPH_ROWS),
             default=DEFAULT_GRAPH_LIMIT,
             help=f"rows to print, then a count of the rest; 0: all (default {DEFAULT_GRAPH_LIMIT})",
         )
         if name == "impact":
             parser.add_argument(
                 "--depth",
-                type=int,
+                type=whole_number(1, MAX_IMPACT_DEPTH),
                 default=DEFAULT_IMPACT_DEPTH,
                 help=f"hops of callers and importers to follow (default {DEFAULT_IMPACT_DEPTH})",
             )
@@ -73,10 +75,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if getattr(args, "depth", 1) < 1:
-        raise ConfigError("--depth must be at least 1")
-    if args.limit < 0:
-        raise ConfigError("--limit must be 0 (all) or more")
     repo = repository_from_args(args.repo, "looking up").root
     settings = settings_from_args(args, repo)
     request = GraphRequest(

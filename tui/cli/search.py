@@ -17,6 +17,7 @@ from codeqa.retrieval.config import index_command
 from codeqa.retrieval.errors import BadQueriesFile
 from codeqa.retrieval.records import RepositoryHit, SearchHit, SearchMode
 from codeqa.tui.cli.common import (
+    MAX_RESULTS,
     REPO_HELP,
     add_index_arguments,
     add_path_argument,
@@ -24,6 +25,7 @@ from codeqa.tui.cli.common import (
     repository_from_args,
     settings_from_args,
     trust_flags,
+    whole_number,
 )
 from codeqa.tui.warm.client import print_reply, warm_reply
 from codeqa.tui.warm.protocol import SearchRequest
@@ -46,7 +48,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("query", nargs="?", help="what to look for (omit with --queries-file)")
     parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument(
-        "--limit", "-k", type=int, default=10, help="results per query (default 10)"
+        "--limit",
+        "-k",
+        type=whole_number(1, MAX_RESULTS),
+        default=10,
+        help="results per query (default 10)",
     )
     parser.add_argument(
         "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
@@ -118,8 +124,6 @@ def read_queries(path: Path) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        raise BadQueriesFile("--limit must be at least 1")
     if not args.query and not args.queries_file:
         raise BadQueriesFile("give a QUERY or --queries-file")
     if args.all_repos and (args.path or args.language):

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codeqa.retrieval.errors import ConfigError
-from codeqa.tui.cli.common import REPO_HELP, add_index_arguments
+from codeqa.tui.cli.common import MAX_IDLE_MINUTES, REPO_HELP, add_index_arguments, minutes
 
 # Long enough for a working session's pauses, short enough that a forgotten `serve &`
 # (~0.5 GB resident on django) does not outlive the afternoon.
@@ -34,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("path", type=Path, nargs="?", default=Path("."), help=REPO_HELP)
     parser.add_argument(
         "--idle-timeout",
-        type=float,
+        type=minutes(0, MAX_IDLE_MINUTES),
         default=DEFAULT_IDLE_MINUTES,
         metavar="MINUTES",
         help=f"stop after this long without a request (default {DEFAULT_IDLE_MINUTES:g})",
@@ -46,6 +45,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from codeqa.tui.cli.watch import watch
 
-    if not args.idle_timeout > 0:
-        raise ConfigError("--idle-timeout must be more than 0 minutes")
     return watch(args, idle_minutes=args.idle_timeout)
