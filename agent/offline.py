@@ -14,7 +14,7 @@ from codeqa.agent.evidence import MAX_ENCLOSING_LINES, MERGE_GAP_LINES, Excerpt
 from codeqa.agent.planner import key_phrase
 from codeqa.agent.settings import MODEL_ENV_VAR
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
-from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, one_line
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.relevance import subject_words
 
@@ -79,14 +79,16 @@ def offline_draft(
         label = f"`{chunk.path}:{location.start}-{location.end}`"
         named = f" — {'inside ' if inside else ''}`{_one_line(name)}`" if name else ""
         also = f" (with `{'`, `'.join(location.also)}`)" if location.also else ""
-        parts.append(f"{number}. {label}{named} — {describe(chunk, terms, inside)}{also}")
+        # One line whatever the file's name holds (a newline cannot start a forged item).
+        line = f"{number}. {label}{named} — {describe(chunk, terms, inside)}{also}"
+        parts.append(one_line(line))
     first = chosen[0]
     start, last = windows[0]
     snippet = _excerpt_lines(first.excerpt, start, last)
     if snippet:
         parts += [
             "",
-            f"`{first.chunk.path}:{start}-{last}`:",
+            one_line(f"`{first.chunk.path}:{start}-{last}`:"),
             "",
             f"```{first.chunk.language or ''}",
             snippet,

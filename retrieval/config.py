@@ -132,7 +132,23 @@ def index_dir_for(repo_root: Path, settings: IndexSettings) -> Path:
     if settings.index_dir is not None:
         return settings.index_dir.expanduser().resolve()
     digest = hashlib.sha1(str(repo_root).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    return settings.cache_root / "indexes" / f"{repo_root.name or 'root'}-{digest}"
+    return settings.cache_root / "indexes" / f"{index_label(repo_root.name) or 'root'}-{digest}"
+
+
+# The repository's name in its index folder's name is a label for people (the hash beside it
+# tells folders apart): cut to this many bytes, as a folder name may have 255 (243-255-byte
+# repository names are legal) and the index's own files need room below it.
+MAX_INDEX_LABEL_BYTES = 100
+
+
+def index_label(name: str) -> str:
+    """`name` as it appears in an index folder's name: unprintable characters (a newline,
+    which LanceDB cannot open a path with; bidi controls; bytes that are not UTF-8) as `_`,
+    and cut to MAX_INDEX_LABEL_BYTES on a character boundary. Ordinary names keep theirs,
+    so their indexes stay where earlier versions put them."""
+    label = "".join(char if char.isprintable() else "_" for char in name)
+    cut = label.encode("utf-8")[:MAX_INDEX_LABEL_BYTES]
+    return cut.decode("utf-8", "ignore")
 
 
 # Inside the index folder, the store subfolder (LanceDB's table, or embedded Weaviate's data);

@@ -11,6 +11,26 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+# Every character a reader (str.splitlines, a pager, an agent) starts a new line at, and the
+# tab that would line up a forged field: shown as their control pictures, or named.
+_LINE_BREAKS = {chr(code): chr(0x2400 + code) for code in (0x09, 0x0A, 0x0B, 0x0C, 0x0D)}
+_LINE_BREAKS |= {chr(code): chr(0x2400 + code) for code in (0x1C, 0x1D, 0x1E)}
+_LINE_BREAKS |= {char: f"<U+{ord(char):04X}>" for char in ("\x85", "\u2028", "\u2029")}
+_ONE_LINE = str.maketrans(_LINE_BREAKS)
+
+
+def one_line(text: str) -> str:
+    """`text` as exactly one line, whatever names it holds.
+
+    A file's path, a repository's folder and a symbol come from the repository: a file named
+    `a.py` + newline + `secrets.env:1-5  API_KEY  9.9999` must not print a line that reads as
+    a search hit, nor a folder's name a `root: …` line. Every line that holds a name (a
+    result, a status field, an error, a citation in an answer) is built, then passed through
+    this once, as a whole. The terminal's other controls are tui/terminal_text.py's.
+    """
+    return text.translate(_ONE_LINE)
+
+
 # The header line listing a file's imports. Keyword search reads it; the embedder does not
 # (see Chunk.embedding_header).
 IMPORTS_PREFIX = "Imports: "

@@ -19,7 +19,7 @@ from codeqa.retrieval.discovery.walk_cache import WalkCache
 from codeqa.retrieval.errors import IndexNotFound
 from codeqa.retrieval.fill_progress import FillProgress
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
-from codeqa.retrieval.records import ProgressEvent, SourceFile, UnchangedFile
+from codeqa.retrieval.records import ProgressEvent, SourceFile, UnchangedFile, one_line
 
 if TYPE_CHECKING:
     from codeqa.retrieval.index import Index
@@ -140,15 +140,19 @@ def build_step(step: ProgressEvent | None) -> str:
     return f"{step.phase} {step.done:,} of {step.total:,}"
 
 
-def status_text(status: IndexStatus) -> str:
-    """`field: value` lines, one line per pending item: what people read."""
+def status_lines(status: IndexStatus) -> list[str]:
+    """`field: value` lines, one line per pending item: what people read.
+
+    A value may hold a name with a newline in it (the repository's folder): each line is
+    made one line (records.one_line), so it cannot fake a `key: value` line.
+    """
     lines = [
-        f"{name}: {'-' if value is None else value}"
+        one_line(f"{name}: {'-' if value is None else value}")
         for name, value in asdict(status).items()
         if name != "pending"
     ]
-    lines += [f"pending: {item}" for item in status.pending] or ["pending: nothing"]
-    return "\n".join(lines)
+    pending = [one_line(f"pending: {item}") for item in status.pending]
+    return lines + (pending or ["pending: nothing"])
 
 
 def _counts(

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from codeqa.retrieval.graph import Definition, Impact, Reference
+from codeqa.retrieval.records import one_line
 
 MODULE_LEVEL = "<module>"
 # Rows `codeqa refs|callers|impact` and the MCP `references` tool print unless asked for
@@ -20,7 +21,7 @@ _TARGETS_SHOWN = 3
 
 
 def definition_line(definition: Definition) -> str:
-    return f"{definition.location}  {definition.qualname}  ({definition.kind})"
+    return one_line(f"{definition.location}  {definition.qualname}  ({definition.kind})")
 
 
 def reference_line(reference: Reference, *, name_targets: bool = False) -> str:
@@ -33,7 +34,7 @@ def reference_line(reference: Reference, *, name_targets: bool = False) -> str:
         if len(reached) > _TARGETS_SHOWN:
             reached[_TARGETS_SHOWN:] = [f"{len(reached) - _TARGETS_SHOWN} more"]
         resolution = f"{resolution} → {' | '.join(reached)}"
-    return (
+    return one_line(
         f"{reference.path}:{reference.line}-{reference.line}  {context}  "
         f"({reference.how} {reference.written}, {resolution})"
     )
@@ -62,17 +63,20 @@ def unresolved_hint(unresolved: int, symbol: str, listing: str) -> str:
     (`listing`: a command or tool call) they are listed."""
     calls = "call" if unresolved == 1 else "calls"
     name = symbol.replace("::", ".").rsplit(".", 1)[-1]
-    return f"{unresolved} more {calls} named {name} resolved to no definition; {listing} lists them"
+    return one_line(
+        f"{unresolved} more {calls} named {name} resolved to no definition; {listing} lists them"
+    )
 
 
 def impact_lines(impact: Impact) -> list[str]:
     """Each caller with what it calls, each importer with what it imports, then the tests:
     the chain back to the target can be followed line by line."""
     lines = [
-        f"{definition_line(caller)}  [calls {_called(impact, caller)}]" for caller in impact.callers
+        one_line(f"{definition_line(caller)}  [calls {_called(impact, caller)}]")
+        for caller in impact.callers
     ]
-    lines += [f"{path}  [imports {_imported(impact, path)}]" for path in impact.importers]
-    lines += [f"{path}  [test]" for path in impact.tests]
+    lines += [one_line(f"{path}  [imports {_imported(impact, path)}]") for path in impact.importers]
+    lines += [one_line(f"{path}  [test]") for path in impact.tests]
     return lines or ["nothing in the code graph depends on it"]
 
 

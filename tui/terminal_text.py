@@ -17,6 +17,9 @@ each such character is replaced by a visible stand-in, one for one:
 
 Each character is mapped on its own, so a sequence split across two writes (a model's
 answer streams token by token) is neutralised as surely as a whole one.
+
+Newline and tab are kept here, as code needs them; a line that holds a name (a file's path,
+a repository's folder) is passed through retrieval.records.one_line first, which shows them.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.records import one_line
 
 if TYPE_CHECKING:
     from codeqa.retrieval.discovery.walk import DiscoverOptions
@@ -109,4 +110,7 @@ def _refresh_on_changes(
         try:
             service.refresh()
         except CodeqaError as error:  # e.g. the disk filled: say so, keep watching
-            print(f"codeqa: warning: refresh after a file change failed: {error}", file=sys.stderr)
+            print(
+                one_line(f"codeqa: warning: refresh after a file change failed: {error}"),
+                file=sys.stderr,
+            )

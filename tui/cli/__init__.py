@@ -12,6 +12,7 @@ from contextlib import suppress
 from typing import NoReturn, TextIO, cast
 
 from codeqa.retrieval.offline import prepare_offline_environment
+from codeqa.retrieval.records import one_line
 from codeqa.tui import codeqa_version
 from codeqa.tui.terminal_text import VisibleStream
 
@@ -114,7 +115,7 @@ def _run(argv: Sequence[str] | None) -> int:
         print("codeqa: interrupted", file=sys.stderr)
         return 130
     except CodeqaError as error:
-        print(f"codeqa: error: {error}", file=sys.stderr)
+        print(f"codeqa: error: {one_line(str(error))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # `codeqa chunks … | head` closes stdout early; that is not an error.

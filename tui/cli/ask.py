@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from codeqa.retrieval.config import index_command
 from codeqa.retrieval.errors import EmptyQuestion
-from codeqa.retrieval.records import ProgressCallback, ProgressEvent, SearchMode
+from codeqa.retrieval.records import ProgressCallback, ProgressEvent, SearchMode, one_line
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_api_base_argument,
@@ -221,7 +221,7 @@ def answer_question(
             print(("\n\n" if stream else "") + f"{ANSWER_NOT_RELEVANT}\n", file=out)
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
-                print(f"codeqa: note: {note}", file=err)
+                print(one_line(f"codeqa: note: {note}"), file=err)
         if request.json:
             reply = answer_to_json(answer) | {
                 # The answer a script shows says what the plain answer says above it.
@@ -286,7 +286,7 @@ def _finish_vectors(
         return 0
     finish = index_command(root, settings, *trust_flags(args))
     if not foreground:
-        print(f"codeqa: `{finish}` finishes the vectors", file=sys.stderr)
+        print(one_line(f"codeqa: `{finish}` finishes the vectors"), file=sys.stderr)
         return 0
     printer = ProgressPrinter()
     try:
@@ -294,8 +294,10 @@ def _finish_vectors(
     except KeyboardInterrupt:
         printer.close()
         print(
-            f"codeqa: stopped filling vectors; everything embedded so far is kept, "
-            f"`{finish}` finishes them",
+            one_line(
+                "codeqa: stopped filling vectors; everything embedded so far is kept, "
+                f"`{finish}` finishes them"
+            ),
             file=sys.stderr,
         )
         return INTERRUPTED
@@ -324,10 +326,10 @@ def _source(index, citation) -> str:
     """The cited lines, read through the index's read check (never a file it refuses)."""
     from codeqa.retrieval.records import SkippedFile
 
-    label = str(citation)
+    label = one_line(str(citation))
     found = index.read_file(citation.path)
     if isinstance(found, SkippedFile):
-        return f"\n{label}  (not shown: {found.reason})"
+        return "\n" + one_line(f"{label}  (not shown: {found.reason})")
     chosen = found.lines[citation.start_line - 1 : citation.end_line]
     cut = len(chosen) > SOURCE_LINES
     width = len(str(citation.end_line))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.errors import RepoNotFound
-from codeqa.retrieval.records import Chunk, SkippedFile
+from codeqa.retrieval.records import Chunk, SkippedFile, one_line
 
 if TYPE_CHECKING:
     from codeqa.retrieval.discovery.walk import DiscoveredItem
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     for item in _source_files(args.path):
         if isinstance(item, IgnoreWarning):
-            print(f"codeqa: {item}", file=sys.stderr)
+            print(one_line(f"codeqa: {item}"), file=sys.stderr)
             continue
         if isinstance(item, SkippedFile):
             skipped += 1
@@ -76,12 +76,12 @@ def _source_files(path: Path) -> Iterator[DiscoveredItem]:
 
     item = read_source(str(path), path.as_posix(), DiscoverOptions().max_file_bytes)
     if isinstance(item, SkippedFile):
-        print(f"codeqa: skipped {item.path}: {item.reason.value}", file=sys.stderr)
+        print(one_line(f"codeqa: skipped {item.path}: {item.reason.value}"), file=sys.stderr)
     yield item
 
 
 def _as_line(chunk: Chunk) -> str:
-    return f"{chunk.location}  {chunk.kind.value}  {chunk.symbol or ''}".rstrip()
+    return one_line(f"{chunk.location}  {chunk.kind.value}  {chunk.symbol or ''}".rstrip())
 
 
 def _as_json(chunk: Chunk) -> str:

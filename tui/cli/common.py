@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeqa.retrieval.discovery.root import RepoRoot, repository_root
+from codeqa.retrieval.records import one_line
 from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def repository_from_args(path: Path, doing: str, *, limited: bool = False) -> Re
         line = f"codeqa: {doing} {repo.root} (git root of {repo.root / repo.subpath})"
         if limited:
             line += f"; results limited to {repo.subpath}/"
-        print(line, file=sys.stderr)
+        print(one_line(line), file=sys.stderr)
     return repo
 
 
@@ -129,7 +130,7 @@ def settings_from_args(args: argparse.Namespace, repo: Path | None) -> Settings:
         trust_repo=bool(getattr(args, "trust_repo_config", False)),
     )
     for warning in settings.warnings:
-        print(f"codeqa: warning: {warning}", file=sys.stderr)
+        print(f"codeqa: warning: {one_line(warning)}", file=sys.stderr)
     return settings
 
 
@@ -188,7 +189,7 @@ def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bo
     from codeqa.tui.cli.progress import update_line
 
     if isinstance(report, IndexNotWritable):
-        print(f"codeqa: note: {report}; {use} as it is", file=sys.stderr)
+        print(one_line(f"codeqa: note: {report}; {use} as it is"), file=sys.stderr)
         return False
     if report is None:
         print(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from codeqa.retrieval.config import IndexSettings, index_command
 from codeqa.retrieval.errors import NothingToIndex
+from codeqa.retrieval.records import one_line
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
@@ -62,9 +63,12 @@ def run(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:
         progress.close()
+        finish = index_command(repo, settings.index, *trust_flags(args))
         print(
-            "codeqa: interrupted; everything indexed so far is kept and searchable, "
-            f"run `{index_command(repo, settings.index, *trust_flags(args))}` again to finish",
+            one_line(
+                "codeqa: interrupted; everything indexed so far is kept and searchable, "
+                f"run `{finish}` again to finish"
+            ),
             file=sys.stderr,
         )
         return 130
@@ -86,7 +90,7 @@ def check(path: Path, settings: IndexSettings, flags: tuple[str, ...]) -> int:
     from codeqa.retrieval.indexing import check_index
 
     health = check_index(path, settings, flags)
-    print(f"index: {health.index_dir}")
+    print(one_line(f"index: {health.index_dir}"))
     if health.chunks or health.files_in_manifest:
         unindexed = "n/a" if health.unindexed_rows is None else str(health.unindexed_rows)
         print(
@@ -98,8 +102,8 @@ def check(path: Path, settings: IndexSettings, flags: tuple[str, ...]) -> int:
             f"rows outside the full-text index: {unindexed}"
         )
     for problem in health.problems:
-        print(f"problem: {problem}")
+        print(one_line(f"problem: {problem}"))
     for note in health.notes:
-        print(f"note: {note}")
-    print(health.verdict)
+        print(one_line(f"note: {note}"))
+    print(one_line(health.verdict))
     return 0 if health.healthy else 1

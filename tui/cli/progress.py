@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from codeqa.retrieval.records import IndexReport, ProgressEvent
-from codeqa.tui.terminal_text import terminal_of, visible
+from codeqa.retrieval.records import IndexReport, ProgressEvent, one_line
+from codeqa.tui.terminal_text import terminal_of
 
 _PHASE_LABELS = {"scan": "scanning", "chunk": "chunking", "embed": "embedding"}
 _BAR_WIDTH = 28
@@ -67,14 +67,14 @@ class ProgressPrinter:
         if self.is_tty:
             # The redraw is the one control sequence meant: it goes past the stream's
             # neutraliser, the line itself (a file name in `detail`) does not.
-            terminal_of(self.stream).write("\r\x1b[2K" + visible(text))
+            terminal_of(self.stream).write("\r\x1b[2K" + one_line(text))
             self._open_line = True
             if finished:
                 self.stream.write("\n")
                 self._open_line = False
             self.stream.flush()
         elif finished or now - self._last_line >= _PIPE_INTERVAL_S:
-            self.stream.write(text + "\n")
+            self.stream.write(one_line(text) + "\n")
             self._last_line = now
 
     def close(self) -> None:
@@ -112,7 +112,7 @@ def summary_lines(report: IndexReport) -> list[str]:
             f"; redacted {sum(report.redacted.values())} values in {len(report.redacted)} files"
         )
     lines.extend(f"  {warning}" for warning in report.ignore_warnings)
-    return lines
+    return [one_line(line) for line in lines]
 
 
 def _chunks_line(report: IndexReport) -> str:

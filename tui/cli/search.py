@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 from codeqa.retrieval.chunking.languages import canonical_language
 from codeqa.retrieval.config import index_command
 from codeqa.retrieval.errors import BadQueriesFile
-from codeqa.retrieval.records import RepositoryHit, SearchHit, SearchMode
+from codeqa.retrieval.records import RepositoryHit, SearchHit, SearchMode, one_line
 from codeqa.tui.cli.common import (
     MAX_RESULTS,
     REPO_HELP,
@@ -174,8 +174,10 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
         if missing:
             finish = index_command(index.repo_root, live.settings, *request.trust_flags)
             print(
-                f"codeqa: note: {missing} of {index.chunk_count} chunks have no vector yet "
-                f"(keyword search covers them); `{finish}` finishes embedding",
+                one_line(
+                    f"codeqa: note: {missing} of {index.chunk_count} chunks have no vector "
+                    f"yet (keyword search covers them); `{finish}` finishes embedding"
+                ),
                 file=err,
             )
         if request.query_ids:
@@ -238,7 +240,7 @@ def _search_repositories(
         names.setdefault(hit.repository, set()).add(hit.index)
     for hit in found:
         label = hit.repository if len(names[hit.repository]) == 1 else hit.index
-        print(f"[{label}] {_format_hit(hit.hit)}")
+        print(_format_hit(hit.hit, label=label))
     return 0
 
 
@@ -255,10 +257,15 @@ def _capped(query: str, name: str, err: TextIO) -> str:
     return cap_query(query)
 
 
-def _format_hit(hit: SearchHit) -> str:
+def _format_hit(hit: SearchHit, *, label: str | None = None) -> str:
+    """The hit's `path:start-end  symbol  score` line (one line, whatever the names hold),
+    then its first lines of code; `label`: the repository, for --all-repos."""
     chunk = hit.chunk
     head = f"{chunk.location}  {chunk.symbol or '-'}  {hit.score:.4f}"
     if hit.also_at:
         head += f"  (also at {', '.join(hit.also_at)})"
+    if label is not None:
+        head = f"[{label}] {head}"
+    head = one_line(head)
     snippet = [line.strip() for line in chunk.text.splitlines() if line.strip()][:SNIPPET_LINES]
     return "\n".join([head, *(f"    {line[:120]}" for line in snippet), ""])

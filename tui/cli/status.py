@@ -55,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
 
 def print_status(request: StatusRequest, live: LiveIndex, out: TextIO) -> int:
     """Print the status of `live`'s index, read from disk now (here, or in a warm server)."""
-    from codeqa.retrieval.status import status_text
+    from codeqa.retrieval.status import status_lines
 
     status = live.status()
-    print(json.dumps(asdict(status), indent=2) if request.json else status_text(status), file=out)
+    if request.json:
+        print(json.dumps(asdict(status), indent=2), file=out)
+    else:
+        print("\n".join(status_lines(status)), file=out)
     return 0

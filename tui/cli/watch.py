@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
+from codeqa.retrieval.records import one_line
 from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
@@ -132,7 +133,7 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
             try:
                 report = live.refresh()  # it pauses the vector fill, which holds the lock
             except CodeqaError as error:  # e.g. the disk filled: say so, keep watching
-                print(f"codeqa: warning: refresh failed: {error}", file=sys.stderr)
+                print(one_line(f"codeqa: warning: refresh failed: {error}"), file=sys.stderr)
             else:
                 if report is None:
                     print(_BUSY, file=sys.stderr)
@@ -188,7 +189,7 @@ def _say_filling(event: LiveEvent) -> None:
 def _line(text: str, stream: TextIO | None = None) -> None:
     """One whole line in one write: the refresh and the fill say theirs from two threads."""
     out = sys.stdout if stream is None else stream
-    out.write(text + "\n")
+    out.write(one_line(text) + "\n")
     out.flush()
 
 

@@ -18,9 +18,10 @@ from dataclasses import asdict
 from typing import Annotated, Any, TypeVar
 
 from codeqa.retrieval.errors import CodeqaError
+from codeqa.retrieval.records import one_line
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
-from codeqa.retrieval.status import status_text
+from codeqa.retrieval.status import status_lines
 from codeqa.tui import codeqa_version
 from codeqa.tui.graph_text import (
     DEFAULT_GRAPH_LIMIT,
@@ -169,7 +170,9 @@ def build_server(service: IndexService) -> MCPServer:
         says where to read on.
         """
         found = _call(service.read, path, start_line, end_line)
-        head = f"{found.path}:{found.start_line}-{found.end_line} (of {found.total_lines} lines)"
+        head = one_line(
+            f"{found.path}:{found.start_line}-{found.end_line} (of {found.total_lines} lines)"
+        )
         text = f"{head}\n{found.text}"
         if found.next_start_line is not None:
             text += (
@@ -188,10 +191,10 @@ def build_server(service: IndexService) -> MCPServer:
         """
         definitions = _call(service.find_symbol, name)
         lines = [
-            f"{d.location}  {d.kind}  {d.symbol or '-'}  {d.signature or ''}".rstrip()
+            one_line(f"{d.location}  {d.kind}  {d.symbol or '-'}  {d.signature or ''}".rstrip())
             for d in definitions
         ]
-        text = "\n".join(lines) if lines else f"no definition of {name!r} in the index"
+        text = "\n".join(lines) if lines else one_line(f"no definition of {name!r} in the index")
         return _result(text, {"definitions": [asdict(d) for d in definitions]})
 
     def references(
@@ -238,7 +241,9 @@ def build_server(service: IndexService) -> MCPServer:
         # as "filling vectors" beside the vectors it had still pending, not as "idle".
         work = service.work_now
         current = _call(service.status)
-        text = f"{status_text(current)}\nthis server: {work}"
+        text = "\n".join(
+            one_line(line) for line in [*status_lines(current), f"this server: {work}"]
+        )
         return _result(text, asdict(current) | {"server_work": work})
 
     def refresh() -> Annotated[CallToolResult, RefreshOutput]:
@@ -314,6 +319,7 @@ def _search_text(page: SearchPage) -> str:
         head = f"{result.location}  {result.symbol or '-'}  {result.score:.4f}"
         if result.repository is not None:
             head = f"[{result.repository}] {head}"
+        head = one_line(head)
         snippet = "\n".join(f"    {line}" for line in result.snippet.splitlines())
         blocks.append(f"{head}\n{snippet}" if snippet else head)
     if page.next_cursor:

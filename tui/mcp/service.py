@@ -24,7 +24,7 @@ from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Ref
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import resolve_repo
 from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
-from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile
+from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, one_line
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, Relevance, subject_words
@@ -180,7 +180,7 @@ class IndexService:
     def _open_and_say(self) -> None:
         self._open()
         if self._open_error is not None:
-            print(f"codeqa: error: {self._open_error}", file=sys.stderr, flush=True)
+            print(one_line(f"codeqa: error: {self._open_error}"), file=sys.stderr, flush=True)
 
     def _open(self) -> None:
         try:
@@ -450,9 +450,9 @@ class IndexService:
 def _warn(event: LiveEvent) -> None:
     """What the server says on stderr about its index's background work."""
     if isinstance(event, RefreshFailed):
-        print(f"codeqa: warning: refresh failed: {event.error}", file=sys.stderr)
+        print(one_line(f"codeqa: warning: refresh failed: {event.error}"), file=sys.stderr)
     elif isinstance(event, FillEnded) and event.error:
-        print(f"codeqa: warning: vector fill stopped: {event.error}", file=sys.stderr)
+        print(one_line(f"codeqa: warning: vector fill stopped: {event.error}"), file=sys.stderr)
 
 
 def _bounded_impact(relation: str, impact: Impact, limit: int) -> GraphResult:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from codeqa.retrieval.records import one_line
 from codeqa.tui.warm.client import (
     MAX_SOCKET_PATH,
     PEER_CHECKED,
@@ -224,7 +225,7 @@ class WarmServer:
         except CodeqaError as error:  # as the CLI prints it (tui/cli/__init__.py)
             if self._stop.is_set() or self.live.closed:  # closed under the request
                 return Reply(error="the server is shutting down")
-            err.write(f"codeqa: error: {error}\n")
+            err.write(one_line(f"codeqa: error: {error}") + "\n")
             code = 1
         except Exception as error:  # a bad value or a bug: the client runs it itself
             return Reply(error=f"failed: {type(error).__name__}")
