@@ -116,7 +116,7 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
         served = server.start()
         if idle_minutes is not None:
             if served is None:
-                print(_NOT_SERVED, file=sys.stderr)
+                print(one_line(f"codeqa: error: cannot serve: {server.refusal}"), file=sys.stderr)
                 return 1
             print(
                 f"codeqa: serving {root} to codeqa search|ask|status|refs|callers|impact at "
@@ -193,10 +193,6 @@ def _line(text: str, stream: TextIO | None = None) -> None:
     out.flush()
 
 
-_NOT_SERVED = (
-    "codeqa: error: another codeqa process serves this index already, or the socket folder "
-    "is not private to you"
-)
 _BUSY = "codeqa: note: another codeqa process is updating this index; it is left to finish"
 
 

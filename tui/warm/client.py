@@ -77,8 +77,16 @@ def warm_settings(environ: Mapping[str, str]) -> WarmSettings:
 
 
 def socket_path(warm: WarmSettings, key: str) -> Path:
-    """Where the server of the index named `key` (protocol.index_key) listens."""
-    return warm.socket_folder / f"{key[:32]}.sock"
+    """Where the server of the index named `key` (protocol.index_key) listens.
+
+    In the user's socket folder; where that path is past the socket limit (no
+    $XDG_RUNTIME_DIR and a long cache path), in a short folder of the user's, /tmp/codeqa-UID,
+    which the server makes private (0700) and both ends refuse unless it is the user's own.
+    """
+    path = warm.socket_folder / f"{key[:32]}.sock"
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    return Path("/tmp") / f"codeqa-{os.getuid()}" / path.name
 
 
 def _private_folder(path: Path) -> bool:

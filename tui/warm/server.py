@@ -79,20 +79,27 @@ class WarmServer:
         self._stop = threading.Event()
         self._work = threading.Lock()  # one request at a time: they share the index
         self._assistants: dict[AgentSettings, Assistant] = {}
+        # Why `start` did not listen, for the one line `codeqa serve` ends with.
+        self.refusal: str | None = None
 
     def start(self) -> Path | None:
-        """Listen; the socket's path, or None when another process serves this index already
-        or the user's socket folder is not private (then the CLI works in-process)."""
+        """Listen; the socket's path, or None (`refusal` says why: another process serves
+        this index already, the socket folder is not private, …) and the CLI works in-process."""
         folder = self.path.parent
-        if (
-            not PEER_CHECKED
-            or len(os.fsencode(self.path)) > MAX_SOCKET_PATH
-            or not _make_private(folder)
-        ):
-            return None
+        if not PEER_CHECKED:
+            return self._refuse("this system cannot tell who connects to a socket")
+        if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
+            return self._refuse(
+                f"the socket path {self.path} is longer than {MAX_SOCKET_PATH} bytes; "
+                "set XDG_RUNTIME_DIR to a shorter private folder"
+            )
+        if not _make_private(folder):
+            return self._refuse(
+                f"the socket folder {folder} cannot be made a private folder of yours (0700)"
+            )
         if self.path.exists() or self.path.is_symlink():
-            if _answers(self.path):
-                return None  # a live server of this index: the CLI goes to it
+            if _answers(self.path):  # a live server of this index: the CLI goes to it
+                return self._refuse("another codeqa process serves this index already")
             self.path.unlink(missing_ok=True)  # stale: its process died without removing it
         # Bound under a private name, made 0600, then renamed into place: the socket is
         # never reachable with the mode bind gave it.
@@ -106,14 +113,19 @@ class WarmServer:
             listener.settimeout(POLL_SECONDS)
             os.replace(temporary, self.path)
             self._inode = os.lstat(self.path).st_ino
-        except OSError:
+        except OSError as error:
             listener.close()
             temporary.unlink(missing_ok=True)
-            return None
+            return self._refuse(f"cannot listen at {self.path}: {error.strerror or error}")
         self._listener = listener
         threading.Thread(target=self._accept, name="codeqa-warm", daemon=True).start()
         threading.Thread(target=self._warm_up, name="codeqa-warm-up", daemon=True).start()
         return self.path
+
+    def _refuse(self, reason: str) -> Path | None:
+        """`start`'s None, with the reason noted."""
+        self.refusal = reason
+        return None
 
     def close(self) -> None:
         """Stop listening and remove the socket (if it is still this server's)."""
