@@ -297,6 +297,7 @@ class Index:
                 vector_cache_path(self._settings, self.directory),
                 self.embedder.name,
                 wait_seconds=SEARCH_WAITS_FOR_CACHE_SECONDS,
+                dim=self.embedder.dim,
             )
         try:
             found, _ = vectors_through_cache(cache, chunks, self.embedder.embed, forgiving=True)
@@ -435,7 +436,9 @@ class Index:
         """Embed what is still missing (e.g. after `build_index(embed=False)`)."""
         with index_lock(self.directory):
             cache = VectorCache(
-                vector_cache_path(self._settings, self.directory), self.embedder.name
+                vector_cache_path(self._settings, self.directory),
+                self.embedder.name,
+                dim=self.embedder.dim,
             )
             try:
                 return fill_vectors(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
-import shlex
 import shutil
 import threading
 import time
@@ -318,7 +317,12 @@ def build_index(
             # importing lancedb (~0.6 s on one core), which they need not wait for.
             parsed = parsing.enter_context(parsed_files(changed, limits, workers))
             store = open_store(settings, directory, embedder.dim, root.name)
-            cache = VectorCache(vector_cache_path(settings, directory), embedder.name)
+            cache = VectorCache(
+                vector_cache_path(settings, directory),
+                embedder.name,
+                dim=embedder.dim,
+                repair=True,  # a file that is not a database is moved aside, and said so
+            )
             try:
                 with store.bulk_writes():
                     if removed:
@@ -374,6 +378,7 @@ def build_index(
                 manifest.git_commit = git_head(root)
                 manifest.save(directory)
             finally:
+                report.vector_cache_note = cache.note()
                 cache.close()
                 store.close()
     report.seconds_total = time.perf_counter() - started
@@ -790,11 +795,19 @@ def check_index(repo: Path, settings: IndexSettings, flags: Sequence[str] = ()) 
         problems.append(f"{health.duplicate_ids} duplicate chunk ids; fix: {rebuild}")
     cache = vector_cache_path(settings, directory)
     unusable = cache_problem(cache)
-    if unusable is not None:
-        remove = f"rm -f {shlex.quote(str(cache))}*"  # with SQLite's -wal and -shm files
+    notes = []
+    if unusable is not None and unusable.damaged:
+        # `codeqa index` moves such a file aside (kept as .damaged) and starts a new one.
         problems.append(
-            f"the vector cache {cache} cannot be read ({unusable}); {DISPOSABLE}; "
-            f"fix: {remove}, then {fix}"
+            f"the vector cache {cache} is damaged ({unusable.reason}); {DISPOSABLE}; "
+            f"fix: {fix} (it moves the damaged file aside and starts a new one)"
+        )
+    elif unusable is not None:
+        # Not damage: unreadable to this user, or a folder it cannot open. Searches and
+        # indexing go on without it; nothing is to be deleted for it.
+        notes.append(
+            f"the vector cache {cache} cannot be opened here ({unusable.reason}): searches "
+            "and indexing go on without it, embedding again what it would have saved"
         )
     if health.vectors_missing:
         problems.append(f"{health.vectors_missing} chunks have no vector yet; fix: {fix}")
@@ -805,7 +818,6 @@ def check_index(repo: Path, settings: IndexSettings, flags: Sequence[str] = ()) 
         )
     if not manifest.indexes_settled and not problems:
         problems.append(f"the last indexing run did not finish; fix: {fix}")
-    notes = []
     if health.unindexed_rows and health.unindexed_rows < REINDEX_AFTER_VECTORS:
         notes.append(
             f"{health.unindexed_rows} rows are outside the full-text index: keyword search "

@@ -258,3 +258,6 @@ class IndexReport:
     graph_files_read: int = 0
     seconds_total: float = 0.0
     embedder_name: str = ""
+    # What was wrong with the shared vector cache and what was done (a damaged file moved
+    # aside, damaged rows embedded again, a cache that could not be used); None: nothing.
+    vector_cache_note: str | None = None

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from codeqa.retrieval.config import IndexSettings, vector_cache_path
 from codeqa.retrieval.embedders.vector_cache import VectorCache
-from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index, check_index
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
@@ -214,16 +213,14 @@ def test_a_corrupt_vector_cache_costs_a_search_only_the_embedding(
     assert hits == expected
     assert embedded[0] == 1 and embedded[1] > 10  # the question, then its candidates
 
-    # The fill, which cannot do without the cache, says so in one line and how to mend it.
-    with pytest.raises(StoreUnavailable, match="cannot read the vector cache") as failure:
-        build_index(small_repo, settings)
-    assert "\n" not in str(failure.value) and "deleting it loses nothing" in str(failure.value)
-    # `codeqa index --check` names it, and deleting it is the whole fix.
+    # `codeqa index --check` calls the file damaged and never advises deleting anything:
+    # `codeqa index` is the whole fix, moving the file aside (kept) and starting a new one.
     (problem,) = [p for p in check_index(small_repo, settings).problems if "vector cache" in p]
-    assert f"fix: rm -f {cache}*" in problem
-    for path in cache.parent.glob(f"{cache.name}*"):  # with SQLite's -wal and -shm
-        path.unlink()
-    build_index(small_repo, settings)
+    assert "damaged" in problem and "rm " not in problem
+    report = build_index(small_repo, settings)
+    assert report.vector_cache_note is not None and "\n" not in report.vector_cache_note
+    assert f"moved to {cache}.damaged" in report.vector_cache_note
+    assert report.vectors_pending == 0
     assert check_index(small_repo, settings).healthy
 
 

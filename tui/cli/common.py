@@ -197,6 +197,8 @@ def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bo
             file=sys.stderr,
         )
         return False
+    if report.vector_cache_note:
+        print(one_line(f"codeqa: note: {report.vector_cache_note}"), file=sys.stderr)
     line = update_line(report)
     if line:
         print(line, file=sys.stderr)
