@@ -98,3 +98,11 @@ def test_no_mcp_tool_text_holds_a_line_a_name_forged(hostile_repo, tmp_path):
     assert any(FORGED_HIT in text for text in texts)
     for text in texts:
         assert forged_lines(text) == [], text
+
+
+def test_the_chat_shows_a_location_whose_name_holds_line_breaks_as_one_row():
+    from codeqa.tui.chat.widgets.location_text import fit_location
+
+    for width in (80, 30, 12):
+        shown = fit_location(f"a\n{FORGED_HIT}\r.py", 1, 3, width)
+        assert len(shown.splitlines()) == 1 and shown.endswith(":1-3")

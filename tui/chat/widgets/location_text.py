@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from codeqa.retrieval.records import one_line
+
 ELLIPSIS = "…"
 
 
@@ -10,8 +12,10 @@ def fit_location(path: str, start: int, end: int, width: int) -> str:
 
     The line range is what the reader acts on, so it is always whole; then the file
     name. Folders are dropped from the middle: the ones nearest the file first kept,
-    then the top ones. A name too long for the room loses its middle, not its end.
+    then the top ones. A name too long for the room loses its middle, not its end. A line
+    break in the path shows as its picture: the location stays one row.
     """
+    path = one_line(path)
     lines = f":{start}" if start == end else f":{start}-{end}"
     if len(path) + len(lines) <= width:
         return f"{path}{lines}"
