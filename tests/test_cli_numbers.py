@@ -66,3 +66,25 @@ def test_numbers_within_bounds_still_parse():
     assert parse(["impact", "x", "--depth", "3"]).depth == 3
     assert parse(["serve", "--idle-timeout", "0.05"]).idle_timeout == 0.05
     assert parse(["eval", "--query-time-vectors", "0"]).query_time_vectors == 0
+
+
+@pytest.mark.slow  # starts `codeqa mcp`
+def test_a_forged_mcp_cursor_with_a_huge_offset_is_one_clear_error(small_repo, index_dir):
+    import base64
+
+    from mcp import ClientSession
+    from test_mcp_server import call, drive, refused
+
+    async def script(session: ClientSession) -> None:
+        first = await call(session, "search", query="decode JSON document", limit=2)
+        cursor = first.structured_content["next_cursor"]
+        key = base64.urlsafe_b64decode(cursor).decode().split(":")[0]
+        for offset in ("4294967296", "9" * 5000, "-1", "1e3"):
+            forged = base64.urlsafe_b64encode(f"{key}:{offset}".encode()).decode()
+            error = await refused(
+                session, "search", query="decode JSON document", limit=2, cursor=forged
+            )
+            assert "cursor" in error and "\n" not in error and len(error) < 200
+        assert not (await call(session, "search", query="decode", cursor=None)).is_error
+
+    drive(small_repo, index_dir, script)

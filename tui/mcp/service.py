@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 # Claude Code caps a tool result at 25k tokens; ~20k characters stays far below it for code.
 MAX_OUTPUT_CHARS = 20_000
 MAX_SEARCH_LIMIT = 100
+# How deep paging goes: a cursor past this is not one the server gave out (a forged offset of
+# 4294967296 would reach the store as a limit it cannot take).
+MAX_CURSOR_OFFSET = 1000
 SNIPPET_LINES = 3
 SNIPPET_LINE_CHARS = 160
 # A refresh that found the index locked (`codeqa index`, another server's vector fill, a
@@ -535,7 +538,9 @@ def _cursor_offset(cursor: str, key: str) -> int:
         position = int(offset)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ToolInputError("cursor is not one this server gave out") from None
-    if cursor_key != key or position < 0:
+    if not 0 <= position <= MAX_CURSOR_OFFSET:
+        raise ToolInputError("cursor is not one this server gave out")
+    if cursor_key != key:
         raise ToolInputError(
             "cursor belongs to another query or other filters; repeat the search without it"
         )
