@@ -313,6 +313,7 @@ HOSTILE_REPO_VALUES = {
     "a table for a string": "model = {name = 'gpt'}",
     "a date": "embed_model = 1979-05-27",
     "a port past 65535": "weaviate_grpc_port = 65536",
+    "the home of no user": 'index_dir = "~no_such_user_codeqa/index"',
     "not TOML": "max_file_bytes = [unclosed",
     "5,000 unknown keys": "\n".join(f"key{n} = {n}" for n in range(5000)),
 }
@@ -361,6 +362,7 @@ BAD_USER_VALUES = {
     "nested 3,000 deep": "trusted_repos = " + "[" * 3000 + "]" * 3000,
     "a NUL": 'model = "gpt\\u0000x"',
     "a string for a list": 'trusted_repos = "/home"',
+    "the home of no user": 'trusted_repos = ["~no_such_user_codeqa/repo"]',
 }
 
 
@@ -385,6 +387,7 @@ def test_environment_values_keep_the_same_bounds(small_repo, user_config):
         ("CODEQA_MAX_FILE_BYTES", "9" * 5000),
         ("CODEQA_REQUEST_TIMEOUT", "1e400"),
         ("CODEQA_STORE", "bogus"),
+        ("CODEQA_INDEX_DIR", "~no_such_user_codeqa"),
         ("CODEQA_MODEL", "gpt\nforged"),
         ("CODEQA_WEAVIATE_GRPC_PORT", "65536"),
         ("CODEQA_INCLUDE_GENERATED", "maybe"),

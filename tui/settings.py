@@ -72,6 +72,9 @@ class Key:
     least: int = 1
     most: int = 1 << 31
     choices: tuple[str, ...] = ()
+    # A folder (or, for a list, folders): `~` and `~user` must expand (a user that does not
+    # exist is a bad value, not a RuntimeError in every command).
+    folder: bool = False
 
 
 # A settings file is a few lines; anything bigger is not one (a symlink to a log, a blob).
@@ -103,8 +106,8 @@ KEYS: dict[str, Key] = {
     # A served embedding model's server: code goes there.
     "embed_api_base": Key("CODEQA_EMBED_API_BASE", str),
     # Requests in flight to it: a repository's file must not set the pace of the user's API.
-    "embed_concurrency": Key("CODEQA_EMBED_CONCURRENCY", int),
-    "index_dir": Key("CODEQA_INDEX_DIR", str),
+    "embed_concurrency": Key("CODEQA_EMBED_CONCURRENCY", int, most=256),
+    "index_dir": Key("CODEQA_INDEX_DIR", str, folder=True),
     "store": Key("CODEQA_STORE", str, choices=STORE_BACKENDS),
     # At most 1 GiB: a file is read whole to be indexed.
     "max_file_bytes": Key(
@@ -118,11 +121,11 @@ KEYS: dict[str, Key] = {
     # A team's own collection on the server, instead of the shared one per vector size.
     "weaviate_collection": Key(COLLECTION_ENV, str),
     # The folder whose server binary embedded Weaviate runs (and where one is built).
-    "weaviate_binary_dir": Key(BINARY_DIR_ENV, str),
+    "weaviate_binary_dir": Key(BINARY_DIR_ENV, str, folder=True),
     "weaviate_api_key": Key(API_KEY_ENV, str, environment_only=True),
     # Only the user's own config may hold it (it decides what to trust): load_settings drops
     # a repository's copy even when that repository is trusted.
-    "trusted_repos": Key(None, list),
+    "trusted_repos": Key(None, list, folder=True),
 }
 
 # Keys an older codeqa read and this one does not: a file that still sets one is told why in
@@ -348,11 +351,11 @@ def _checked(key: str, value: object, origin: str, *, text: bool = False) -> obj
         if len(value) > MAX_LIST_ITEMS:
             raise ConfigError(f"{origin}: {key} holds more than {MAX_LIST_ITEMS:,} items")
         for item in value:
-            _text(key, item, origin)
+            _text(key, item, origin, folder=spec.folder)
         return value
     if not isinstance(value, str):
         raise ConfigError(f"{origin}: {key} must be a string, not {_SHOWN.repr(value)}")
-    _text(key, value, origin)
+    _text(key, value, origin, folder=spec.folder)
     if spec.choices and value not in spec.choices:
         raise ConfigError(
             f"{origin}: unknown {key} {_SHOWN.repr(value)}; choose one of: "
@@ -361,11 +364,18 @@ def _checked(key: str, value: object, origin: str, *, text: bool = False) -> obj
     return value
 
 
-def _text(key: str, value: str, origin: str) -> None:
+def _text(key: str, value: str, origin: str, *, folder: bool = False) -> None:
     if len(value) > MAX_TEXT_CHARS:
         raise ConfigError(f"{origin}: {key} is longer than {MAX_TEXT_CHARS:,} characters")
     if any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in value):
         raise ConfigError(f"{origin}: {key} holds a control character: {_SHOWN.repr(value)}")
+    if folder:
+        try:
+            Path(value).expanduser()
+        except RuntimeError:  # `~name` of a user this system does not have
+            raise ConfigError(
+                f"{origin}: {key} names a home folder that does not exist: {_SHOWN.repr(value)}"
+            ) from None
 
 
 def _whole_number(key: str, value: object, origin: str, spec: Key, *, text: bool) -> int:
