@@ -67,6 +67,7 @@ def test_one_line_shows_every_line_break_and_tab():
         ["chunks", "{repo}"],
         ["ask", "where is add used", "--repo", "{repo}", "--show-sources"],
         ["search", "add", "--repo", "{repo}/no-such-folder"],
+        ["serve", "{repo}", "--idle-timeout", "0.02"],
     ],
     ids=lambda command: " ".join(command[:2]),
 )

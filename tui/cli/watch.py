@@ -119,8 +119,10 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
                 print(one_line(f"codeqa: error: cannot serve: {server.refusal}"), file=sys.stderr)
                 return 1
             print(
-                f"codeqa: serving {root} to codeqa search|ask|status|refs|callers|impact at "
-                f"{served}; stops after {idle_minutes:g} min without a request",
+                one_line(
+                    f"codeqa: serving {root} to codeqa search|ask|status|refs|callers|impact "
+                    f"at {served}; stops after {idle_minutes:g} min without a request"
+                ),
                 file=sys.stderr,
                 flush=True,
             )
@@ -151,7 +153,7 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
     stopped += "; the index is consistent"
     if not live.vectors_complete:
         stopped += f"; `{index_command(root, settings, *trust_flags(args))}` fills the vectors left"
-    print(stopped, file=sys.stderr)
+    print(one_line(stopped), file=sys.stderr)
     return 0 if idle.is_set() else INTERRUPTED
 
 
