@@ -303,6 +303,11 @@ def build_index(
                 with suppress(IndexNotWritable):  # stamps only save reading: a read-only
                     manifest.save(directory)  # index is current without them
             report.chunks_total = manifest.complete_chunks
+            if embed:  # `codeqa index`, the fix --check names, mends a damaged cache here too
+                with VectorCache(
+                    vector_cache_path(settings, directory), embedder.name, repair=True
+                ) as cache:
+                    report.vector_cache_note = cache.note() if cache.repaired else None
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
             return report
         manifest.complete_chunks = None  # unknown until this run finishes

@@ -203,3 +203,20 @@ def test_check_on_a_read_only_mount_never_advises_deleting(small_repo, read_only
     assert "damaged" in problem and "rm " not in problem
     health = check_index(small_repo, IndexSettings(index_dir=directory, embed_model="wordllama"))
     assert not any("rm " in line for line in (*health.problems, *health.notes))
+
+
+def test_the_fix_check_names_mends_a_damaged_cache_of_an_index_with_nothing_to_do(
+    small_repo, tmp_path, capsys
+):
+    directory = tmp_path / "index"
+    args = ["index", str(small_repo), "--index-dir", str(directory), *EMBED]
+    assert main(args) == 0
+    _garbage(directory / "vectors.sqlite")
+    capsys.readouterr()
+    assert main([*args, "--check"]) == 1
+    (problem,) = [line for line in capsys.readouterr().out.splitlines() if "problem" in line]
+    fix = problem.split("fix: ")[1].split(" (")[0]
+    assert fix.split() == ["codeqa", *args]
+    assert main(args) == 0  # every file and vector in place: only the cache is mended
+    assert "moved to" in capsys.readouterr().out
+    assert main([*args, "--check"]) == 0
