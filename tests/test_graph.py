@@ -809,4 +809,6 @@ def test_callers_prints_a_limited_number_of_rows_each_naming_the_definition_it_r
         "outbox.py:5-8  flush  (function)  [calls send]",
         "… and 1 more; --limit 0 for all",  # outbox.py, an importer
     ]
-    assert main(["callers", "send", *where, "--limit", "-1"]) == 1
+    with pytest.raises(SystemExit) as usage:  # argparse's one usage line (cli/common.py bounds)
+        main(["callers", "send", *where, "--limit", "-1"])
+    assert usage.value.code == 2
