@@ -79,27 +79,39 @@ class ChatScreen(Screen[None]):
     def focus_question(self) -> None:
         self.query_one("#question", Input).focus()
 
-    def type_into_question(self, character: str) -> bool:
-        """Add `character` to the question and give the box the focus.
+    def question_has_focus(self) -> bool:
+        return self.is_current and self.focused is not None and self.focused.id == "question"
 
-        False when the box has the focus already: the key is then the box's own to take.
+    def type_into_question(self, text: str) -> bool:
+        """Add `text` (a typed character, or a paste) to the question; the box gets the focus.
+
+        False before the screen is composed.
         """
         try:
             question = self.query_one("#question", Input)
         except NoMatches:  # not composed yet: the key goes where Textual sends it
             return False
-        if self.focused is question:
-            return False
-        self.set_focus(question)
-        question.insert_text_at_cursor(character)
+        if self.focused is not question:
+            self.set_focus(question)
+        if question.selection.is_empty:
+            question.insert_text_at_cursor(text)
+        else:
+            question.replace(text, *question.selection)
         return True
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        question = event.value.strip()
+        event.stop()
+        self.submit_question()
+
+    def submit_question(self) -> bool:
+        """Ask what the question box holds, if anything; True when there was a question."""
+        box = self.query_one("#question", Input)
+        question = box.value.strip()
         if not question:
-            return
-        event.input.clear()
+            return False
+        box.clear()
         self.post_message(self.Asked(question))
+        return True
 
     async def begin_answer(self, question: str) -> AnswerMessage:
         return await self.query_one(Conversation).add_question(question)
