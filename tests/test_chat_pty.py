@@ -381,8 +381,16 @@ def test_the_status_says_when_the_answer_waits_on_the_model(
     chat = model_chat(chats, repo, index_dir, cache, slow_model)
     chat.type(QUESTION + "\r")
     assert slow_model.streaming.wait(60)
-    text = chat.wait_for(lambda text: "waiting for the model" in status_line(text), timeout=5)
-    assert "Searching the code" not in text
+
+    def says_so(text: str) -> bool:
+        conversation = pane(text, "Conversation")
+        return (
+            "waiting for the model" in status_line(text)
+            and "Waiting for the model" in conversation
+            and "Searching the code" not in conversation
+        )
+
+    chat.wait_for(says_so, timeout=5)
 
 
 def test_escape_stops_an_answer_says_so_and_keeps_what_it_found(

@@ -133,9 +133,6 @@ class CodeqaApp(App[None]):
             if isinstance(key, events.Paste):
                 self._paste_into_question(key.text)
                 continue
-            if key.key == "ctrl+j":
-                # Enter typed before the app took the terminal: the tty made it a newline.
-                key = events.Key("enter", "\r")
             await self._take_key(key)
         self._set_status(state="indexing")
         self.start_indexing()
@@ -173,25 +170,25 @@ class CodeqaApp(App[None]):
         if not self._back_to_the_question():
             return False
         lines = [line.strip() for line in text.splitlines()]
-        return self.chat.type_into_question(" ".join(line for line in lines if line))
+        return self.chat.type_into_question(" ".join(line for line in lines if line), paste=True)
 
     async def _take_key(self, key: events.Key) -> None:
         for typed in self._as_typed(key):
-            if typed.key == "enter" and self.chat.question_has_focus():
-                # Asked here, as the characters before it were written: through the box's
-                # own queue of keys the Enter came after the next question's first letters,
-                # and a question typed at once behind it was cleared with it.
-                self.chat.submit_question()
-            elif not self._type_into_question(typed):
+            if not self._type_into_question(typed):
                 await super().on_event(typed)
 
     def _as_typed(self, key: events.Key) -> list[events.Key]:
-        """`key` as the user typed it: escape then a character may arrive as alt+character.
+        """`key` as the user typed it: escape then a character may arrive as alt+character,
+        and Enter as ctrl+j.
 
         A terminal sends Alt+x as ESC x, so Textual reads an ESC followed within its
         escape delay (ESCDELAY, 100 ms) by a character as one alt+ key: escape, then
         typing at once. The chat binds no alt+ key, so it is taken as the two keys.
         """
+        if key.key == "ctrl+j":
+            # Enter typed before the app took the terminal (the tty made it a newline), and
+            # read after the chat was ready: it asks the question, as Enter does.
+            return [events.Key("enter", "\r")]
         character = key.character
         if not key.key.startswith("alt+") or character is None or len(character) != 1:
             return [key]
@@ -201,12 +198,10 @@ class CodeqaApp(App[None]):
         return [events.Key("escape", "\x1b"), events.Key(name, character)]
 
     def _type_into_question(self, key: events.Key) -> bool:
-        """Write a typed character into the question box, wherever the focus is; True if
-        it was.
+        """Write a character typed outside the question box into it; True if it was.
 
-        Decided and written here, as each key arrives and in the order typed, not by the
-        pane that has the focus (the box too), which would take a key only after the focus
-        may have moved, or after an Enter that was acted on first.
+        Decided here, as each key arrives and in the order typed, not by the pane that
+        has the focus, which would hand a key on only after the focus may have moved.
         """
         if key.character is None or not key.is_printable:
             return False
