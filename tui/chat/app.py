@@ -329,12 +329,12 @@ class CodeqaApp(App[None]):
             reason = None if event.complete else "stopped" if event.stopped else event.busy
             self.post_message(VectorsFilled(reason or event.error))
 
-    async def on_index_progressed(self, message: IndexProgressed) -> None:
+    def on_index_progressed(self, message: IndexProgressed) -> None:
         event: ProgressEvent = message.event
         if event.phase == "chunk" and self.work.running and not self.work.building:
             self.work = replace(self.work, building=True)
             for _, view in self._queued:  # "opening the index" was not the whole story
-                await view.wait(self._waiting_for())
+                self.call_later(view.wait, self._waiting_for())
         progress = self._on_chat(IndexProgress)
         if progress is not None:
             progress.update_from(event)

@@ -18,8 +18,8 @@ Ask about the repository; every answer cites `file:start-end`.
 - `escape` stop the answer being written; what it found stays in the panes
 - `tab` / `shift+tab` move between question, conversation, citations and evidence
 - `↑` `↓` `enter` or a click: open a citation in the code viewer (evidence rows: click twice)
-- typing in any pane, or over this help, writes into the question box: letters are
-  never commands (but `j` `k` in the code viewer); a paste keeps all its lines
+- typing in any pane, or over this help, writes into the question box:
+  letters are never commands (but `j` `k` in the code viewer); a paste keeps all its lines
 - a question asked while an answer is written is queued and answered next
 - `ctrl+n` new conversation (earlier questions are forgotten)
 - `ctrl+r` re-index the repository (picks up changed files)
