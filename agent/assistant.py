@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from codeqa.agent.answer import Answer, Usage
 from codeqa.agent.graph import build_graph
 from codeqa.agent.llm import LLMClient
-from codeqa.agent.nodes import AgentContext
+from codeqa.agent.nodes import AgentContext, StepCallback
 from codeqa.agent.prompts import QUESTION_CUT_NOTE
 from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
@@ -80,8 +80,10 @@ class Assistant:
         cancel: threading.Event | None = None,
         retriever: Retriever | None = None,
         remember: bool = True,
+        on_step: StepCallback | None = None,
     ) -> Answer:
-        """Answer `question`, streaming the draft to `on_token`; `cancel` stops it early.
+        """Answer `question`, streaming the draft to `on_token`; `cancel` stops it early;
+        `on_step` hears what it is doing (nodes.SEARCHING, nodes.WAITING_FOR_MODEL).
 
         `retriever` replaces this assistant's own for this question (a server lends each
         call the index open now); without `remember` the question and its answer are not
@@ -116,6 +118,7 @@ class Assistant:
             cut_tokens=self.cut_tokens,
             on_token=on_token,
             cancel=cancel,
+            on_step=on_step,
         )
         try:
             state = self._graph.invoke(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from codeqa.agent.answer import Usage
@@ -56,6 +56,13 @@ QUERY_WEIGHTS = {
 ASKED_CALLERS_WEIGHT = 4.0
 CHUNKS_PER_PATH_QUERY = 3
 
+# What the answer is doing, told to the caller's `on_step` as each step starts: searching
+# takes a moment; a model may take many seconds before its first word, and an interface
+# that said "searching" all that time sent people looking for a hang in the search.
+SEARCHING = "searching the code"
+WAITING_FOR_MODEL = "waiting for the model"
+StepCallback = Callable[[str], None]
+
 
 @dataclass(frozen=True)
 class AgentContext:
@@ -69,6 +76,11 @@ class AgentContext:
     cut_tokens: TokenCutter
     on_token: TokenCallback | None = None
     cancel: threading.Event | None = None
+    on_step: StepCallback | None = None
+
+    def step(self, what: str) -> None:
+        if self.on_step is not None:
+            self.on_step(what)
 
 
 def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
@@ -80,6 +92,7 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     question = point_back(state["question"], history)
     if context.llm is None:
         return {"question": question, "queries": plan_offline(question, history, limit)}
+    context.step(WAITING_FOR_MODEL)  # the model plans the searches
     fitted = fit_prompt(
         lambda question, _evidence, turns: planner_messages(question, turns),
         question,
@@ -102,6 +115,7 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
 
 def retrieve(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
     context = runtime.context
+    context.step(SEARCHING)
     ranked_lists: list[tuple[float, list[SearchHit]]] = []
     if state.get("hits"):
         ranked_lists.append((1.0, state["hits"]))  # earlier rounds keep their place
@@ -158,6 +172,7 @@ def draft(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         context.cut_tokens,
     )
     messages = answer_messages(fitted.question, fitted.evidence, fitted.history, may_ask)
+    context.step(WAITING_FOR_MODEL)
     gate = _SearchRequestGate(context.on_token) if may_ask else None
     on_token = gate if gate is not None else context.on_token
     completion = context.llm.complete(messages, on_token=on_token, cancel=context.cancel)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from multiprocessing import forkserver, resource_tracker
 
 from codeqa.retrieval.chunking.chunker import ChunkLimits, chunk_file
 from codeqa.retrieval.chunking.grammars import SyntaxTrees
@@ -91,4 +93,43 @@ def _pool(workers: int) -> Executor:
     # each worker is forked from it.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["__main__", __name__])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    with _stderr_a_child_can_inherit():
+        # Both helpers start once per process and are reused by every later pool; started
+        # here, under the guard, the executor's own start never reads sys.stderr.
+        resource_tracker.ensure_running()
+        forkserver.ensure_running()
+        return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
+@contextmanager
+def _stderr_a_child_can_inherit() -> Iterator[None]:
+    """sys.stderr, for the moment multiprocessing starts its helpers, backed by an open fd.
+
+    multiprocessing's resource tracker is started with `sys.stderr.fileno()` among the fds
+    its child keeps, and `fork_exec` refuses the whole list ("bad value(s) in fds_to_keep")
+    when that number is -1 (Textual's capture of the streams, any StringIO-like stand-in) or
+    a closed descriptor that the tracker's own pipe then reuses. An index must build whatever
+    the standard streams are, so a stderr without a usable descriptor is replaced, only
+    while the helpers start, by /dev/null: there is nowhere else its warnings could go.
+    """
+    if _usable_fd(sys.stderr):
+        yield
+        return
+    replaced = sys.stderr
+    with open(os.devnull, "w") as devnull:
+        sys.stderr = devnull
+        try:
+            yield
+        finally:
+            # Put back what was there unless someone (the chat closing) swapped it meanwhile.
+            if sys.stderr is devnull:
+                sys.stderr = replaced
+
+
+def _usable_fd(stream: object) -> bool:
+    try:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        os.fstat(fd)
+    except (AttributeError, OSError, ValueError, TypeError):
+        return False
+    return isinstance(fd, int) and fd >= 0

@@ -41,6 +41,7 @@ from codeqa.tui.chat.widgets import (
 from codeqa.tui.chat.workers import (
     AnswerFailed,
     AnswerFinished,
+    AnswerStep,
     AnswerToken,
     AssistantReady,
     FilesChanged,
@@ -60,6 +61,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.widget import Widget
+from textual.widgets import Input, TextArea
 
 if TYPE_CHECKING:
     from codeqa.agent import Assistant
@@ -100,12 +102,14 @@ class CodeqaApp(App[None]):
         self._retriever = LiveRetriever(self.live)  # the assistant's view of the index
         self._threads = itertools.count(1)
         self.thread_id = f"chat-{next(self._threads)}"
-        # Keys that arrive before the chat screen is built, kept for it (see on_event).
-        self._early_keys: list[events.Key] | None = []
+        # Keys and pastes that arrive before the chat screen is built, kept for it (on_event).
+        self._early_keys: list[events.Key | events.Paste] | None = []
         self._stop = threading.Event()  # set on quit: background indexing stops at a batch edge
         self._answer_cancel: threading.Event | None = None
-        self._answer_view: AnswerMessage | None = None
-        self._pending_question: str | None = None
+        self._answer_view: AnswerMessage | None = None  # the answer being written
+        # Questions asked while the index was not ready or another answer was being
+        # written, each shown with its placeholder: answered in turn, never dropped.
+        self._queued: list[tuple[str, AnswerMessage]] = []
         # Serves `codeqa search|ask|…` in other terminals from this index while it is
         # watched (tui/warm/); started with the watcher, stopped with it or on quit.
         self._warm: WarmServer | None = None
@@ -126,9 +130,9 @@ class CodeqaApp(App[None]):
         # loaded machine) is typed now, in order, into the question box.
         early, self._early_keys = self._early_keys or [], None
         for key in early:
-            if key.key == "ctrl+j":
-                # Enter typed before the app took the terminal: the tty made it a newline.
-                key = events.Key("enter", "\r")
+            if isinstance(key, events.Paste):
+                self._paste_into_question(key.text)
+                continue
             await self._take_key(key)
         self._set_status(state="indexing")
         self.start_indexing()
@@ -147,13 +151,26 @@ class CodeqaApp(App[None]):
     # ---- keys -----------------------------------------------------------------------
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not event.is_forwarded:
+        if isinstance(event, events.Key | events.Paste) and not event.is_forwarded:
             if self._early_keys is not None:
                 self._early_keys.append(event)
-            else:
+            elif isinstance(event, events.Key):
                 await self._take_key(event)
+            elif not self._paste_into_question(event.text):
+                await super().on_event(event)
             return
         await super().on_event(event)
+
+    def _paste_into_question(self, text: str) -> bool:
+        """A paste, every line of it, into the question box; False if a text field takes it.
+
+        The box is one line: the pasted lines are joined by spaces (Textual's Input keeps
+        only the first, and a question pasted from an editor or a log lost the rest).
+        """
+        if not self._back_to_the_question():
+            return False
+        lines = [line.strip() for line in text.splitlines()]
+        return self.chat.type_into_question(" ".join(line for line in lines if line), paste=True)
 
     async def _take_key(self, key: events.Key) -> None:
         for typed in self._as_typed(key):
@@ -161,12 +178,17 @@ class CodeqaApp(App[None]):
                 await super().on_event(typed)
 
     def _as_typed(self, key: events.Key) -> list[events.Key]:
-        """`key` as the user typed it: escape then a character may arrive as alt+character.
+        """`key` as the user typed it: escape then a character may arrive as alt+character,
+        and Enter as ctrl+j.
 
         A terminal sends Alt+x as ESC x, so Textual reads an ESC followed within its
         escape delay (ESCDELAY, 100 ms) by a character as one alt+ key: escape, then
         typing at once. The chat binds no alt+ key, so it is taken as the two keys.
         """
+        if key.key == "ctrl+j":
+            # Enter typed before the app took the terminal (the tty made it a newline), and
+            # read after the chat was ready: it asks the question, as Enter does.
+            return [events.Key("enter", "\r")]
         character = key.character
         if not key.key.startswith("alt+") or character is None or len(character) != 1:
             return [key]
@@ -184,12 +206,22 @@ class CodeqaApp(App[None]):
         if key.character is None or not key.is_printable:
             return False
         if key.key in self.screen.active_bindings:
+            return False  # j and k in the code viewer, say
+        if not self._back_to_the_question():
             return False
-        if isinstance(self.screen, CodeViewerScreen):
-            self.screen.dismiss()  # the next question is typed where questions are asked
-        if self.screen is not self.chat:
-            return False  # the help takes its own keys
         return self.chat.type_into_question(key.character)
+
+    def _back_to_the_question(self) -> bool:
+        """Close the screens over the chat (the help, the code viewer) so that what is typed
+        next goes where questions are asked; False when the screen on top is a text field of
+        its own, which then takes what is typed."""
+        for _ in range(len(self.screen_stack)):
+            if self.screen is self.chat:
+                return True
+            if isinstance(self.screen.focused, Input | TextArea):
+                return False
+            self.screen.dismiss()
+        return self.screen is self.chat
 
     @property
     def index(self) -> Index | None:
@@ -299,6 +331,10 @@ class CodeqaApp(App[None]):
 
     def on_index_progressed(self, message: IndexProgressed) -> None:
         event: ProgressEvent = message.event
+        if event.phase == "chunk" and self.work.running and not self.work.building:
+            self.work = replace(self.work, building=True)
+            for _, view in self._queued:  # "opening the index" was not the whole story
+                self.call_later(view.wait, self._waiting_for())
         progress = self._on_chat(IndexProgress)
         if progress is not None:
             progress.update_from(event)
@@ -309,7 +345,7 @@ class CodeqaApp(App[None]):
 
     def on_assistant_ready(self, message: AssistantReady) -> None:
         self.assistant = message.assistant
-        self._answer_pending()
+        self._answer_next()
 
     def on_index_ready(self, message: IndexReady) -> None:
         self.index_error = None
@@ -323,7 +359,9 @@ class CodeqaApp(App[None]):
         )
         if self.work.refreshing:
             self._set_status(refreshed=time.strftime("%H:%M:%S"))
-        self.work = replace(self.work, running=max(self.work.running - 1, 0), refreshing=False)
+        self.work = replace(
+            self.work, running=max(self.work.running - 1, 0), refreshing=False, building=False
+        )
         if not self.work.watching:
             self.work = replace(self.work, watching=True)
             self._watch_worker(message.report.repo_root, message.index_dir)
@@ -342,15 +380,16 @@ class CodeqaApp(App[None]):
                 severity="warning",
             )
         self.work = replace(self.work, reindex_requested=False)
-        self._answer_pending()
+        self._answer_next()
 
-    def _answer_pending(self) -> None:
-        """Answer the question asked before the index and the assistant were both ready."""
-        if self._pending_question is None or self.assistant is None or self.index is None:
+    def _answer_next(self) -> None:
+        """Answer the first queued question, once the index and the assistant are ready and
+        no other answer is being written (or a stopped one's worker is still finishing)."""
+        if not self._queued or self.assistant is None or self.index is None:
             return
-        if self.answering:
-            return  # a cancelled answer's worker is still finishing
-        question, self._pending_question = self._pending_question, None
+        if self.answering or self._answer_view is not None:
+            return
+        question, self._answer_view = self._queued.pop(0)
         self._run_answer(question)
 
     async def on_index_failed(self, message: IndexFailed) -> None:
@@ -359,6 +398,7 @@ class CodeqaApp(App[None]):
             self.work,
             running=max(self.work.running - 1, 0),
             refreshing=False,
+            building=False,
             reindex_requested=False,
             rebuild_next=message.needs_rebuild,
         )
@@ -367,9 +407,12 @@ class CodeqaApp(App[None]):
         self.notify(
             message.reason, title="Cannot index the repository", severity="error", timeout=10
         )
-        if self._pending_question is not None:
-            self._pending_question = None
-            await self._fail_pending_answer(message.reason)
+        # Said once, in the notice above; each waiting question's placeholder says why too.
+        queued, self._queued = self._queued, []
+        for _, view in queued:
+            await view.fail(message.reason)
+        if queued:
+            self.refresh_bindings()
 
     def on_vectors_filled(self, message: VectorsFilled) -> None:
         if self.work.running:
@@ -437,27 +480,31 @@ class CodeqaApp(App[None]):
     # ---- answering --------------------------------------------------------------------
 
     async def on_chat_screen_asked(self, message: ChatScreen.Asked) -> None:
-        if self._answer_view is not None:
-            self.notify("an answer is still being written; press escape to cancel it")
-            return
         if self.assistant is None and self.index_error is not None:
             self.notify(self.index_error, title="No index", severity="error")
             return
-        self._answer_view = await self.chat.begin_answer(message.question)
-        if self.assistant is None or self.answering:
-            # Answered when the index is ready, or when a cancelled answer's worker,
-            # still running its last search, has let go of the index.
-            self._pending_question = message.question
+        view = await self.chat.begin_answer(message.question)
+        self._queued.append((message.question, view))
+        self._answer_next()
+        if self._answer_view is not view:
+            # Answered in turn: when the index is ready, after the answer being written, or
+            # once a stopped answer's worker, still running its last search, lets go.
+            await view.wait(self._waiting_for())
             self.refresh_bindings()
-            if self.assistant is None:
-                self.notify("the index is being built; your question is answered when it is ready")
-            return
-        self._run_answer(message.question)
+
+    def _waiting_for(self) -> str:
+        """What a queued question waits for, as its placeholder says it."""
+        if self.assistant is None or self.index is None:
+            if self.work.building:
+                return "The index is being built; this question is answered when it is ready…"
+            return "Opening the index…"
+        return "Queued: answered after the question above…"
 
     def _run_answer(self, question: str) -> None:
         self._retriever.begin_question()
         self._answer_cancel = threading.Event()
         self._set_status(state="answering")
+        self.refresh_bindings()
         self._answer_worker(question, self.thread_id, self._answer_cancel)
 
     @work(group="answer", exclusive=True, exit_on_error=False)
@@ -468,11 +515,18 @@ class CodeqaApp(App[None]):
         def on_token(text: str) -> None:
             self.post_message(AnswerToken(text))
 
+        def on_step(what: str) -> None:
+            self.post_message(AnswerStep(what))
+
         def ask() -> Answer:
             # The whole answer reads the index open now; a refresh meanwhile swaps it after.
             with self._retriever.pinned():
                 return assistant.ask(
-                    question, thread_id=thread_id, on_token=on_token, cancel=cancel
+                    question,
+                    thread_id=thread_id,
+                    on_token=on_token,
+                    cancel=cancel,
+                    on_step=on_step,
                 )
 
         try:
@@ -495,11 +549,23 @@ class CodeqaApp(App[None]):
         if self._answer_view is not None and cancel is not None and not cancel.is_set():
             await self._answer_view.write(message.text)
 
+    async def on_answer_step(self, message: AnswerStep) -> None:
+        cancel = self._answer_cancel
+        if cancel is None or cancel.is_set():
+            return
+        self._set_status(state=message.what)
+        if self._answer_view is not None:
+            await self._answer_view.show_step(message.what)
+
     async def on_answer_finished(self, message: AnswerFinished) -> None:
         answer = message.answer
         if self._on_chat(CitationList) is None:  # the app quit meanwhile: nowhere to show it
             self._answer_done()
             return
+        stopped = self._answer_cancel is not None and self._answer_cancel.is_set()
+        if stopped:
+            # Stopped with escape, and said so: what was found by then stays in the panes.
+            self.chat.show_evidence(answer, self._retriever.search_scores)
         if self._cancelled_answer_settled():
             return
         if self._answer_view is not None:
@@ -520,7 +586,7 @@ class CodeqaApp(App[None]):
         if cancel is None or not cancel.is_set():
             return False
         self._answer_cancel = None
-        self._answer_pending()  # a question asked meanwhile
+        self._answer_next()  # a question asked meanwhile
         return True
 
     async def _fail_pending_answer(self, reason: str, cancelled: bool = False) -> None:
@@ -534,10 +600,11 @@ class CodeqaApp(App[None]):
         self._answer_cancel = None
         self._answer_view = None
         self._set_status(state=state or (FILLING if self.live.filling else "ready"))
+        self._answer_next()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_answer":
-            return self._answer_view is not None
+            return self._answer_view is not None or bool(self._queued)
         return True
 
     async def action_cancel_answer(self) -> None:
@@ -548,18 +615,21 @@ class CodeqaApp(App[None]):
         marked stopped, and the worker's result is dropped when it ends.
         """
         view, self._answer_view = self._answer_view, None
-        self._pending_question = None  # waiting for the index, or for a cancelled worker
-        if self._answer_cancel is not None:
+        if view is None and self._queued:
+            _, view = self._queued.pop(0)  # none is written yet: the first one waiting stops
+        elif self._answer_cancel is not None:
             self._answer_cancel.set()
         if view is not None:
             await view.stop()
         if self._answer_cancel is None:
             self._answer_done(state=CANCELLED)
         else:
-            self._set_status(state=CANCELLED)  # the worker's result is dropped when it ends
+            # The worker's words are dropped when it ends; what it found is shown.
+            self._set_status(state=CANCELLED)
+        self.refresh_bindings()
 
     async def action_new_chat(self) -> None:
-        if self._answer_view is not None:
+        if self._answer_view is not None or self._queued:
             self.notify("wait for the answer to finish (or press escape) first")
             return
         self.thread_id = f"chat-{next(self._threads)}"
@@ -610,6 +680,7 @@ class IndexWork:
     reindex_requested: bool = False  # ctrl+r: say what the re-index found, even "nothing"
     rebuild_next: bool = False  # the index on disk is incompatible: ctrl+r rebuilds it
     watching: bool = False  # the file watcher is started
+    building: bool = False  # the run under way parses files (not only checks the index)
 
 
 # Shown in place of the agent's paragraph on offline answers, which would fill most

@@ -206,6 +206,14 @@ class AnswerToken(Message):
         self.text = text
 
 
+class AnswerStep(Message):
+    """What the answer is doing now (agent.nodes: searching, waiting for the model)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+
 class AnswerFinished(Message):
     def __init__(self, answer: Answer, cancelled: bool) -> None:
         super().__init__()

@@ -13,6 +13,7 @@ from codeqa.tui.chat.widgets import (
     SourcesPanel,
     StatusBar,
 )
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -22,6 +23,24 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 WIDE = 120  # columns from which the citations and evidence sit beside the conversation
+
+
+class QuestionBox(Input):
+    """The question being typed; Enter asks it and empties the box, in turn with the keys.
+
+    Input's Enter is a binding, acted on once the key has bubbled up to the app: the
+    letters typed right after it were in the box by then, and a second question typed
+    behind the first was asked with it (or cleared with it).
+    """
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key != "enter":
+            await super()._on_key(event)
+            return
+        event.stop()
+        event.prevent_default()
+        question, self.value = self.value, ""
+        self.post_message(self.Submitted(self, question))
 
 
 class ChatScreen(Screen[None]):
@@ -56,7 +75,7 @@ class ChatScreen(Screen[None]):
                 yield Conversation(id="conversation")
                 # Not selected on focus: a letter typed in another pane moves the focus
                 # here and must add to the question, not replace it.
-                yield Input(
+                yield QuestionBox(
                     placeholder="Ask about this repository… (enter)",
                     id="question",
                     select_on_focus=False,
@@ -79,27 +98,31 @@ class ChatScreen(Screen[None]):
     def focus_question(self) -> None:
         self.query_one("#question", Input).focus()
 
-    def type_into_question(self, character: str) -> bool:
-        """Add `character` to the question and give the box the focus.
+    def type_into_question(self, text: str, *, paste: bool = False) -> bool:
+        """Add `text` (a typed character, or a paste) to the question; the box gets the focus.
 
-        False when the box has the focus already: the key is then the box's own to take.
+        False for a typed key when the box has the focus already: the key is then the box's
+        own to take, in turn with the keys before it (a paste is written all the same: the
+        box would keep only its first line).
         """
         try:
             question = self.query_one("#question", Input)
         except NoMatches:  # not composed yet: the key goes where Textual sends it
             return False
-        if self.focused is question:
+        if self.focused is question and not paste:
             return False
         self.set_focus(question)
-        question.insert_text_at_cursor(character)
+        if question.selection.is_empty:
+            question.insert_text_at_cursor(text)
+        else:
+            question.replace(text, *question.selection)
         return True
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
         question = event.value.strip()
-        if not question:
-            return
-        event.input.clear()
-        self.post_message(self.Asked(question))
+        if question:
+            self.post_message(self.Asked(question))
 
     async def begin_answer(self, question: str) -> AnswerMessage:
         return await self.query_one(Conversation).add_question(question)

@@ -23,9 +23,10 @@ from textual.widgets import Footer, Label
 class CodeViewerScreen(Screen[None]):
     """Shows `opened` (a citation, or an evidence row); tab / shift+tab step through `citations`.
 
-    No letter is a command here either: a letter typed over the code starts the next
-    question (the app closes the viewer for it). The keys are priority bindings, acted
-    on as they arrive, so that keys typed right after escape reach the question box.
+    No letter but j and k (which move, as in a pager) is a command here: a letter typed
+    over the code starts the next question (the app closes the viewer for it). The keys
+    are priority bindings, acted on as they arrive, so that keys typed right after escape
+    reach the question box.
     """
 
     BINDINGS = [
@@ -111,12 +112,17 @@ class CodeViewerScreen(Screen[None]):
         view.show_lines(shown, (citation.start_line, citation.end_line))
         if cursor_line is not None:
             view.move_cursor(cursor_line)
+        # Said here too: a cursor that stays on the line it was on (1) moves no cursor.
+        self._show_cursor_line(view.cursor_line)
 
     def on_code_view_cursor_moved(self, event: CodeView.CursorMoved) -> None:
         if not self.loaded:
             return  # the line says the file is loading
+        self._show_cursor_line(event.line)
+
+    def _show_cursor_line(self, line: int) -> None:
         view = self.query_one(CodeView)
-        self.query_one("#viewer-cursor", Label).update(f" line {event.line} of {view.line_count}")
+        self.query_one("#viewer-cursor", Label).update(f" line {line} of {view.line_count}")
 
     def action_step(self, delta: int) -> None:
         if not self.citations or (self.position is not None and len(self.citations) < 2):

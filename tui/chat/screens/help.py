@@ -15,21 +15,24 @@ Ask about the repository; every answer cites `file:start-end`.
 
 ## Chat
 - `enter` ask the question in the box
-- `escape` cancel the answer being written
+- `escape` stop the answer being written; what it found stays in the panes
 - `tab` / `shift+tab` move between question, conversation, citations and evidence
 - `↑` `↓` `enter` or a click: open a citation in the code viewer (evidence rows: click twice)
-- typing in any pane writes into the question box: letters are never commands,
-  here or in the code viewer
+- typing in any pane, or over this help, writes into the question box:
+  letters are never commands (but `j` `k` in the code viewer); a paste keeps all its lines
+- a question asked while an answer is written is queued and answered next
 - `ctrl+n` new conversation (earlier questions are forgotten)
 - `ctrl+r` re-index the repository (picks up changed files)
 - `f1` this help
 - `ctrl+c` quit
 
 ## Code viewer
-- `↑` `↓` `pgup` `pgdn` `home` `end` move; a click puts the cursor on a line
+- `↑` `↓` (or `k` `j`) `pgup` `pgdn` `home` `end` move; a click puts the cursor on a line
+- a line too long for the window ends in `…`
 - `tab` / `shift+tab` next / previous citation of the answer (also from an evidence row)
 - `ctrl+e` open the file in `$EDITOR` at the cursor line
-- `escape` back to the question box; typing goes back there too, with what you type
+- `escape` back to the question box; typing (any letter but `j` `k`) goes back there
+  too, with what you type
 
 ## Offline mode
 Without `--model` (or `$CODEQA_MODEL`) answers are built offline from the
@@ -44,7 +47,7 @@ score `codeqa search` prints; `–` marks code found by name, path or grep.
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,f1", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,f1", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):

@@ -34,6 +34,8 @@ HIGHLIGHT_MAX_BYTES = 300_000
 # Rendered lines kept: a few screens' worth, so scrolling does not re-render styles.
 LINE_CACHE_SIZE = 1024
 _GUTTER_GAP = 1
+# The last cell of a line cut at the window's right edge (scroll right for the rest).
+CUT_MARKER = "…"
 
 
 class CodeView(ScrollView, can_focus=True):
@@ -46,10 +48,11 @@ class CodeView(ScrollView, can_focus=True):
         "code-view--cursor",
     }
 
-    # No letters: a letter typed over the code is the start of a question.
+    # Only j and k of the letters, as in a pager: any other letter typed over the code is
+    # the start of a question.
     BINDINGS = [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
+        Binding("up,k", "cursor_up", "Up", show=False),
+        Binding("down,j", "cursor_down", "Down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "first_line", "Top", show=False),
@@ -207,7 +210,13 @@ class CodeView(ScrollView, can_focus=True):
             body = Strip(list(code.render(self.app.console)))
             self._rendered[key] = body
         visible = max(width - self._gutter_width - _GUTTER_GAP, 0)
-        body = body.crop(scroll_x, scroll_x + visible).extend_cell_length(visible, line_style)
+        if body.cell_length > scroll_x + visible and visible > 0:
+            # Cut at the window's edge: the last cell says that the line goes on.
+            body = body.crop(scroll_x, scroll_x + visible - 1)
+            body = Strip([*body, Segment(CUT_MARKER, gutter_style)])
+        else:
+            body = body.crop(scroll_x, scroll_x + visible)
+        body = body.extend_cell_length(visible, line_style)
         strip = Strip([gutter, gap, *body])
         return strip.extend_cell_length(width, line_style).crop(0, width)
 

@@ -32,6 +32,16 @@ class AnswerMessage(Markdown):
         self._stream: MarkdownStream | None = None
         self.streamed = ""
 
+    async def wait(self, note: str) -> None:
+        """Not started yet: the placeholder says what the question waits for."""
+        if self._stream is None and not self.streamed:
+            await self.update(f"_{visible(note)}_")
+
+    async def show_step(self, what: str) -> None:
+        """Until the first word: the placeholder says what the answer is doing."""
+        if self._stream is None and not self.streamed:
+            await self.update(f"_{visible(what[:1].upper() + what[1:])}…_")
+
     async def write(self, token: str) -> None:
         if self._stream is None:
             self.remove_class("pending")
@@ -114,6 +124,14 @@ class Conversation(VerticalScroll):
         """
         if self._pinned is not None:
             self.call_after_refresh(self.scroll_to_widget, self._pinned, top=True, animate=False)
+
+    def on_resize(self) -> None:
+        # The answers re-wrap to the new width and the old scroll offset then points into
+        # an earlier answer: the latest question goes back to the top of the pane.
+        latest = self.query(QuestionMessage)
+        if latest:
+            self._pinned = latest.last()
+            self.keep_in_view()
 
     def on_mouse_scroll_up(self) -> None:
         self._pinned = None
