@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,23 @@ def small_repo(tmp_path: Path) -> Path:
     for name in JSON_FILES:
         shutil.copy(JSON_PACKAGE / name, repo / "json" / name)
     return repo
+
+
+@pytest.fixture
+def tmpfs_mount(tmp_path: Path) -> Iterator[Path]:
+    """A 50 MiB tmpfs of its own, for a test to resize or remount read-only (as root;
+    skipped where mounting is not allowed)."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=50m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.fixture

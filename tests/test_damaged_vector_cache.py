@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -146,31 +146,15 @@ def test_damaged_rows_are_embedded_again_replaced_and_said_in_one_line(small_rep
     assert again.vector_cache_note is None and again.vectors_from_cache == report.chunks_total
 
 
-@pytest.fixture
-def read_only_mount(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of its own, to be remounted read-only (skipped where mounting is not allowed)."""
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=50m", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def _read_only(mount: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
 
 
 @pytest.mark.parametrize("shared_memory_left", [False, True], ids=["closed cleanly", "-shm left"])
 def test_check_on_a_read_only_mount_calls_a_healthy_index_healthy(
-    small_repo, read_only_mount, capsys, shared_memory_left
+    small_repo, tmpfs_mount, capsys, shared_memory_left
 ):
-    directory = read_only_mount / "index"
+    directory = tmpfs_mount / "index"
     args = ["index", str(small_repo), "--index-dir", str(directory), *EMBED]
     assert main(args) == 0
     cache = directory / "vectors.sqlite"
@@ -182,7 +166,7 @@ def test_check_on_a_read_only_mount_calls_a_healthy_index_healthy(
         for path, data in left.items():
             path.write_bytes(data)
         assert len(left) == 2
-    _read_only(read_only_mount)
+    _read_only(tmpfs_mount)
     capsys.readouterr()
     assert main([*args, "--check"]) == 0
     out = capsys.readouterr().out
@@ -190,12 +174,12 @@ def test_check_on_a_read_only_mount_calls_a_healthy_index_healthy(
     assert main(["search", "decode", "--repo", str(small_repo), "--index-dir", str(directory)]) == 0
 
 
-def test_check_on_a_read_only_mount_never_advises_deleting(small_repo, read_only_mount, capsys):
-    directory = read_only_mount / "index"
+def test_check_on_a_read_only_mount_never_advises_deleting(small_repo, tmpfs_mount, capsys):
+    directory = tmpfs_mount / "index"
     args = ["index", str(small_repo), "--index-dir", str(directory), *EMBED]
     assert main(args) == 0
     _garbage(directory / "vectors.sqlite")
-    _read_only(read_only_mount)
+    _read_only(tmpfs_mount)
     capsys.readouterr()
     assert main([*args, "--check"]) == 1
     out = capsys.readouterr().out

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -216,22 +215,6 @@ def _dim(directory: Path) -> int:
 # ---- refused writes -------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_mount(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of its own, resized by each test (an index of the json package: ~530 KiB)."""
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=50m", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
     code = main(args)
     return code, capsys.readouterr().err.strip().splitlines()
@@ -241,41 +224,41 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, l
 # are cached.
 @pytest.mark.parametrize("size", ["60k", "160k", "260k"])
 def test_full_disk_is_one_line_and_the_next_run_finishes_the_index(
-    small_repo, small_mount, capsys, size
+    small_repo, tmpfs_mount, capsys, size
 ):
-    subprocess.run(["mount", "-o", f"remount,size={size}", str(small_mount)], check=True)
-    directory = small_mount / "index"
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(tmpfs_mount)], check=True)
+    directory = tmpfs_mount / "index"
     args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
     code, err = run_cli(args, capsys)
     assert code == 1
     assert err[-1].startswith("codeqa: error: cannot ")
     assert err[-1].endswith(": no space left on device")
     assert not any("Traceback" in line for line in err)
-    subprocess.run(["mount", "-o", "remount,size=50m", str(small_mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,size=50m", str(tmpfs_mount)], check=True)
     assert run_cli(args, capsys)[0] == 0
     assert check_index(small_repo, settings_for(directory)).healthy
 
 
-def test_an_unexplained_write_failure_on_a_full_disk_says_the_disk_is_full(small_mount):
+def test_an_unexplained_write_failure_on_a_full_disk_says_the_disk_is_full(tmpfs_mount):
     # SQLite says "disk I/O error" when its shared-memory file cannot grow; the full-text
     # index, built beside the graph, may have taken the last blocks.
-    directory = small_mount / "index"
+    directory = tmpfs_mount / "index"
     failure = OSError("disk I/O error")
     roomy = cannot_write(directory, failure)
     assert str(roomy) == f"cannot write the index at {directory}: disk I/O error"
-    subprocess.run(["mount", "-o", "remount,size=64k", str(small_mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,size=64k", str(tmpfs_mount)], check=True)
     with pytest.raises(OSError):
-        (small_mount / "filler").write_bytes(b"x" * 128 * 1024)
+        (tmpfs_mount / "filler").write_bytes(b"x" * 128 * 1024)
     full = cannot_write(directory, failure)
     assert str(full) == f"cannot write the index at {directory}: no space left on device"
 
 
-def test_read_only_index_folder_is_one_line(small_repo, small_mount, capsys):
-    directory = small_mount / "index"
+def test_read_only_index_folder_is_one_line(small_repo, tmpfs_mount, capsys):
+    directory = tmpfs_mount / "index"
     args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
     assert run_cli(args, capsys)[0] == 0
     (small_repo / "json" / "tool.py").write_text("def main():\n    return 1\n")
-    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs_mount)], check=True)
     code, err = run_cli(args, capsys)
     assert code == 1
     # The scan's progress bar comes first: the index is read to find what changed.
@@ -305,11 +288,11 @@ def read_commands(repo: Path, directory: Path) -> list[list[str]]:
     ]
 
 
-def test_every_read_command_answers_from_a_read_only_index(small_repo, small_mount, capsys):
-    directory = small_mount / "index"
+def test_every_read_command_answers_from_a_read_only_index(small_repo, tmpfs_mount, capsys):
+    directory = tmpfs_mount / "index"
     args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
     assert run_cli(args, capsys)[0] == 0
-    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs_mount)], check=True)
     for command in read_commands(small_repo, directory):
         code = main(command)
         out, err = capsys.readouterr()
@@ -318,13 +301,13 @@ def test_every_read_command_answers_from_a_read_only_index(small_repo, small_mou
 
 
 def test_a_read_only_index_behind_the_files_says_so_in_one_line_and_answers(
-    small_repo, small_mount, capsys
+    small_repo, tmpfs_mount, capsys
 ):
-    directory = small_mount / "index"
+    directory = tmpfs_mount / "index"
     args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
     assert run_cli(args, capsys)[0] == 0
     (small_repo / "json" / "tool.py").write_text("def main():\n    return 1\n")
-    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs_mount)], check=True)
     note = (
         f"codeqa: note: cannot write the index at {directory}: read-only file system; "
         "{use} as it is"
@@ -340,39 +323,39 @@ def test_a_read_only_index_behind_the_files_says_so_in_one_line_and_answers(
 
 
 def test_a_full_disk_while_the_code_graph_is_written_is_one_line_and_keeps_the_graph(
-    small_mount,
+    tmpfs_mount,
 ):
     from codeqa.retrieval.errors import IndexNotWritable
     from codeqa.retrieval.graph.extract import extract
     from codeqa.retrieval.graph.store import GraphStore
     from codeqa.retrieval.records import SourceFile
 
-    subprocess.run(["mount", "-o", "remount,size=2m", str(small_mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,size=2m", str(tmpfs_mount)], check=True)
     text = "".join(f"def f{i}(x):\n    return g{i}(x) + h{i}(x)\n\n" for i in range(3000))
-    store = GraphStore(small_mount / "graph.sqlite", writable=True)
+    store = GraphStore(tmpfs_mount / "graph.sqlite", writable=True)
     store.replace([], [extract(SourceFile("small.py", "python", "def f():\n    g()\n", "1"))])
     before = store.file_hashes()
-    free = os.statvfs(small_mount)
-    (small_mount / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize - 16384))
+    free = os.statvfs(tmpfs_mount)
+    (tmpfs_mount / "filler").write_bytes(b"x" * (free.f_bavail * free.f_frsize - 16384))
     big = [extract(SourceFile(f"m{n}.py", "python", text, str(n))) for n in range(4)]
     with pytest.raises(IndexNotWritable, match=r"^cannot write the index at .*: no space left"):
         store.replace(["small.py"], big)
     assert store.file_hashes() == before
     store.close()
-    (small_mount / "filler").unlink()
-    reopened = GraphStore(small_mount / "graph.sqlite")
+    (tmpfs_mount / "filler").unlink()
+    reopened = GraphStore(tmpfs_mount / "graph.sqlite")
     assert reopened.file_hashes() == before
     reopened.close()
 
 
-def test_the_mcp_read_tools_answer_from_a_read_only_index(small_repo, small_mount, capsys):
+def test_the_mcp_read_tools_answer_from_a_read_only_index(small_repo, tmpfs_mount, capsys):
     from codeqa.tui.mcp import IndexService
     from codeqa.tui.settings import Settings
 
-    directory = small_mount / "index"
+    directory = tmpfs_mount / "index"
     args = ["index", str(small_repo), "--index-dir", str(directory), "--embed-model", EMBED_MODEL]
     assert run_cli(args, capsys)[0] == 0
-    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs_mount)], check=True)
     service = IndexService(small_repo, Settings(index=settings_for(directory)))
     try:
         assert service.search("JSONDecodeError", 5, "bm25", None, None, None).results
