@@ -59,7 +59,13 @@ from codeqa.retrieval.records import (
 )
 from codeqa.retrieval.search.keywords import keyword_query
 from codeqa.retrieval.search.query import analyze_query
-from codeqa.retrieval.search.relevance import RELEVANCE_HITS, Relevance, assess_relevance
+from codeqa.retrieval.search.relevance import (
+    RELEVANCE_HITS,
+    WORD_HOLDERS_READ,
+    Relevance,
+    assess_relevance,
+    covers_subjects,
+)
 from codeqa.retrieval.search.rerank import (
     Candidates,
     GraphEvidence,
@@ -261,9 +267,16 @@ class Index:
         )
 
     def holds_word(self, word: str) -> bool:
-        """Whether any chunk holds `word` as a keyword (its text, path or symbol)."""
+        """Whether the repository's code or docs hold `word` as a keyword (a chunk's text,
+        path or symbol); its tests, metadata and configuration do not count (relevance.py).
+
+        Read from the word's best WORD_HOLDERS_READ keyword hits: a word in code is rarely
+        outranked by that many test or config chunks, and a rare one never is."""
         keywords = keyword_query(word)
-        return bool(keywords) and bool(self._store.search(keywords, None, SearchMode.BM25, 1))
+        if not keywords:
+            return False
+        holders = self._store.search(keywords, None, SearchMode.BM25, WORD_HOLDERS_READ)
+        return any(covers_subjects(hit.chunk) for hit in holders)
 
     def _embed_chunks(self, chunks: Sequence[Chunk]) -> np.ndarray:
         """Vectors of chunks not filled yet, embedded as the indexer would embed them.

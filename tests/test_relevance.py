@@ -9,6 +9,7 @@ from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 from codeqa.retrieval.search.relevance import (
     NOTHING_RELEVANT,
     assess_relevance,
+    is_supporting_file,
     subject_words,
 )
 from codeqa.tui.cli import main
@@ -167,6 +168,95 @@ def test_a_name_of_several_capitalized_words_is_held_only_where_each_of_them_is(
 def test_no_hits_is_not_relevant_and_a_question_without_subject_is_not_flagged():
     assert not assess_relevance("kubernetes pod autoscaler", []).relevant
     assert assess_relevance("how does it work?", [SearchHit(SCANNER, 1)]).relevant
+
+
+# A web framework's session middleware: sessions and stores, and nothing of Redis.
+SESSIONS = Chunk(
+    "lib/session.js", 1, 4, "javascript", ChunkKind.DECLARATION, "saveSession",
+    "function saveSession(req, store)",
+    "function saveSession(req, store) {\n  // keep the user's session in the store\n"
+    "  store.set(req.sessionID, req.session)\n}",
+    "",
+)  # fmt: skip
+# Its package.json pins a Redis store for its examples: the word is there, the code is not.
+PACKAGE_JSON = Chunk(
+    "package.json", 1, 3, "json", ChunkKind.WHOLE_FILE, None, "",
+    '{\n  "devDependencies": {"connect-redis": "3.4.2", "express-session": "1.17.2"}\n}', "",
+)  # fmt: skip
+# A test that stores a session in Redis.
+REDIS_TEST = Chunk(
+    "test/session.spec.js", 1, 3, "javascript", ChunkKind.DECLARATION, "redisStore",
+    "it('saves the user session in redis')",
+    "it('saves the user session in redis', () => {\n  saveSession(req, redisStore)\n})", "",
+)  # fmt: skip
+
+
+def _held_in_code(word: str) -> bool:
+    """The repository of the session tests, as the index's lookup reads it: SESSIONS's
+    words (package.json and the test do not count)."""
+    return word in set(subject_words(f"{SESSIONS.path} {SESSIONS.symbol} {SESSIONS.text}"))
+
+
+def test_a_word_the_hits_hold_only_in_package_metadata_does_not_cover_the_subject():
+    question = "How does the framework store user sessions in Redis?"
+    hits = [SearchHit(SESSIONS, 1), SearchHit(PACKAGE_JSON, 0.5)]
+    judged = assess_relevance(question, hits, _held_in_code)
+    assert judged.score > 0.9  # the hits hold every word, package.json included
+    assert judged.absent_names == ("redis",) and not judged.relevant
+    assert judged.reason == "this repository never mentions 'redis'"
+    # The same question of a repository whose code holds Redis is answered there.
+    assert assess_relevance(question, hits, lambda word: True).relevant
+
+
+def test_a_word_held_only_in_tests_covers_a_subject_only_when_tests_are_asked_about():
+    hits = [SearchHit(SESSIONS, 1), SearchHit(REDIS_TEST, 0.5)]
+    asked = "How does the session store use redis?"
+    judged = assess_relevance(asked, hits, _held_in_code)
+    assert judged.score > 0.9 and judged.absent_words == ("redis",) and not judged.relevant
+    about_tests = "Which test saves the session store in redis?"
+    assert assess_relevance(about_tests, hits, _held_in_code).relevant
+
+
+def test_metadata_pins_and_config_are_supporting_files_and_code_and_docs_are_not():
+    supporting = [
+        ("package.json", "json"), ("Cargo.toml", "toml"), (".cargo_vcs_info.json", "json"),
+        ("Cargo.toml.orig", None), ("META-INF/MANIFEST.MF", None), ("pom.xml", "xml"),
+        ("META-INF/maven/x/x/pom.properties", "properties"), ("PKG-INFO", None),
+        ("setup.cfg", "ini"), ("requirements/dev.txt", None), ("go.mod", "gomod"),
+        (".github/workflows/ci.yml", "yaml"), ("LICENSE-MIT", None),
+        ("x-1.0.dist-info/METADATA", None),
+    ]  # fmt: skip
+    assert [path for path, language in supporting if not is_supporting_file(path, language)] == []
+    covering = [
+        ("src/lib.rs", "rust"), ("setup.py", "python"), ("README.md", "markdown"),
+        ("CHANGES.rst", "rst"), ("Makefile", "make"), ("docs/notes.txt", None),
+    ]  # fmt: skip
+    assert [path for path, language in covering if is_supporting_file(path, language)] == []
+
+
+def test_the_index_looks_words_up_in_code_and_docs_not_in_tests_or_metadata(tmp_path):
+    from codeqa.retrieval.config import IndexSettings
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.indexing import build_index
+
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    (repo / "test").mkdir()
+    (repo / "lib" / "session.js").write_text(
+        "// Session ids start with the rare prefix zqxsid, which the code checks.\n"
+        "function isSessionId(id) {\n  return id.startsWith('zqxsid')\n}\n"
+    )
+    (repo / "package.json").write_text('{"devDependencies": {"connect-redis": "3.4.2"}}\n')
+    (repo / "test" / "session.test.js").write_text(
+        "it('stores sessions with morgan logging', () => {})\n"
+    )
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(repo, settings, embed=False)
+    with open_index(repo, settings) as index:
+        assert index.holds_word("zqxsid")  # a rare string in code covers its subject
+        assert index.holds_word("session")
+        assert not index.holds_word("redis")  # only package.json
+        assert not index.holds_word("morgan")  # only a test
 
 
 @pytest.mark.slow  # builds a real index with the ONNX model through the CLI

@@ -82,8 +82,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from codeqa.retrieval.records import SearchHit
+from codeqa.retrieval.records import Chunk, SearchHit
 from codeqa.retrieval.search.keywords import code_tokens, written_words
+from codeqa.retrieval.search.rerank import asks_about_tests, is_test_chunk
 
 # What search, ask and the chat say when the verdict is "no", each ending it in its own way
 # ("; closest matches:" above an offline answer's list).
@@ -121,6 +122,9 @@ RELEVANCE_THRESHOLD = 0.49
 # 130-170 ms on django on a machine at load 28, a few keyword searches' worth); the share
 # of the question found nowhere is estimated from them.
 MAX_WORDS_LOOKED_UP = 12
+# A lookup reads a word's best keyword hits this deep for one in code or docs: a word that
+# a repository's tests or config hold many times may outrank its one use in code.
+WORD_HOLDERS_READ = 32
 # At or above this share of its words found nowhere in the repository, a question is not
 # answered by it, whatever the hits' shares. The lowest limit (in steps of 0.05) adding at
 # most 2% false alarms on the training split (none): two SWE-bench issues there hold 0.28
@@ -133,6 +137,23 @@ ABSENT_SHARE_LIMIT = 0.3
 # of its named things found nowhere in the repository, such a question is not answered by
 # it. The lowest limit adding at most 2% false alarms on the training split (1 of 63).
 NAMED_ABSENT_SHARE_LIMIT = 0.5
+# Files that describe, pin, configure or test a package rather than being it: a word found
+# only there ("redis" in package.json's devDependencies, chrono in Cargo.toml's
+# dev-dependencies, jinja2 in a requirements pin) says nothing of what the code does.
+# Configuration and data-description languages, by the name languages.py gives them.
+CONFIG_LANGUAGES = frozenset(
+    {"json", "toml", "yaml", "ini", "xml", "properties", "gomod", "requirements", "pymanifest"}
+    | {"gitignore", "gitattributes"}
+)
+# Package metadata by file name (lowercased): a jar's manifest, an sdist's or wheel's
+# metadata, licence texts; and folders holding only metadata or pinned requirements.
+METADATA_NAMES = frozenset({"manifest.mf", "pkg-info", "metadata", "record", "wheel"})
+METADATA_NAME_PREFIXES = ("license", "licence", "copying", "notice")
+METADATA_FOLDERS = frozenset({"meta-inf", "requirements"})
+METADATA_FOLDER_SUFFIXES = (".dist-info", ".egg-info")
+# A copy a packager keeps of a config file it rewrote (cargo's Cargo.toml.orig).
+_KEPT_COPY_SUFFIXES = (".orig", ".bak")
+_CONFIG_SUFFIXES = (".json", ".toml", ".yaml", ".yml", ".ini", ".cfg", ".xml")
 # A written word shaped like a name in code, not prose: snake_case, a.dotted.name, a::path,
 # a __dunder__, or camelCase / PascalCase (a small letter, then a capital: getHost).
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|__[A-Za-z]|\w\w(?:\.|::)[A-Za-z_]\w|[a-z][A-Z]")
@@ -180,6 +201,35 @@ def _listed(words: Sequence[str]) -> str:
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
+def is_supporting_file(path: str, language: str | None) -> bool:
+    """Whether the file at `path` is package metadata, a pin or configuration: it names what
+    the package uses or how it is built, not what its code does."""
+    if language in CONFIG_LANGUAGES:
+        return True
+    if language is not None:  # code, or prose of a known kind (docs count as covering)
+        return False
+    folder, _, name = path.lower().rpartition("/")
+    for suffix in _KEPT_COPY_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return (
+        name.endswith(_CONFIG_SUFFIXES)
+        or name in METADATA_NAMES
+        or name.startswith(METADATA_NAME_PREFIXES)
+        or any(
+            part in METADATA_FOLDERS or part.endswith(METADATA_FOLDER_SUFFIXES)
+            for part in folder.split("/")
+        )
+    )
+
+
+def covers_subjects(chunk: Chunk, tests_asked: bool = False) -> bool:
+    """Whether the words of `chunk` count as its repository covering them: code and docs do;
+    metadata, pins, configuration and (unless `tests_asked`) tests do not."""
+    if is_supporting_file(chunk.path, chunk.language):
+        return False
+    return tests_asked or not is_test_chunk(chunk)
+
+
 def _past_form(word: str) -> bool:
     """A regular verb's past form ("checked", "rotated"), not a noun in -eed ("speed")."""
     return len(word) > 4 and word.endswith("ed") and not word.endswith("eed")
@@ -208,11 +258,23 @@ def assess_relevance(
     if holds_word is not None:
         # Each lookup is a keyword search; the three signals below may ask for one word twice.
         holds_word = cache(holds_word)
-    found = [_hit_words(hit) & words for hit in hits[:RELEVANCE_HITS]]
-    held = frozenset().union(*found)
-    all_share = len(held) / len(words)
+    read = hits[:RELEVANCE_HITS]
+    found = [_hit_words(hit) & words for hit in read]
+    all_share = len(frozenset().union(*found)) / len(words)
     best_share = max(len(held) for held in found) / len(words)
     score = relevance_score(all_share, best_share)
+    # The shares above read every hit, as they were fitted; what the repository covers is
+    # read from its code and docs only: a word the hits hold only in package.json or a
+    # test is looked up like a word they lack, and `holds_word` counts no such file either.
+    tests_asked = asks_about_tests(question)
+    held = frozenset().union(
+        *(
+            held
+            for hit, held in zip(read, found, strict=True)
+            if covers_subjects(hit.chunk, tests_asked)
+        )
+    )
+    covered_share = len(held) / len(words)
     absent_share = 0.0
     absent_words: tuple[str, ...] = ()
     if holds_word is not None and len(held) < len(words):
@@ -227,7 +289,7 @@ def assess_relevance(
             absent_words = tuple(
                 word for word in checked if not holds_word(word) and not _past_form(word)
             )
-            absent_share = len(absent_words) / len(checked) * (1 - all_share)
+            absent_share = len(absent_words) / len(checked) * (1 - covered_share)
     names_code, named_absent_share = True, 0.0
     absent_names: tuple[str, ...] = ()
     if holds_word is not None:
