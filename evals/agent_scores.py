@@ -16,6 +16,7 @@ AGENT_METRIC_NAMES = (
     "citations_valid",
     "citation_hit",
     "cited_file@1",
+    "cited_line@1",
     "seconds/answer",
     "tokens/answer",
 )
@@ -27,6 +28,7 @@ class AgentScores:
     citations_valid: float  # 1.0: at least one citation, and every one names real lines
     citation_hit: float | None  # a cited range overlaps gold lines; None without gold lines
     cited_file_at_1: float | None  # the first cited file is gold; None without gold files
+    cited_line_at_1: float | None  # the first citation overlaps gold lines; None without them
     seconds: float
     tokens: int  # prompt + completion; 0 offline
     cited: tuple[str, ...] = ()  # the citations as `path:start-end`, for reading results
@@ -39,6 +41,7 @@ class AgentScores:
                     self.citations_valid,
                     self.citation_hit,
                     self.cited_file_at_1,
+                    self.cited_line_at_1,
                     self.seconds,
                     self.tokens,
                 ),
@@ -69,11 +72,12 @@ def score_answer(answer: Answer, question: Question, repo: Path, seconds: float)
     line_counts: dict[str, int | None] = {}
     valid = bool(citations) and all(citation_is_valid(c, repo, line_counts) for c in citations)
     gold_files = question.gold_file_set
-    hit = None
+    hit = first_hit = None
     if question.gold_lines:
-        hit = any(
+        on_gold = [
             overlaps_gold(c.path, c.start_line, c.end_line, question.gold_lines) for c in citations
-        )
+        ]
+        hit, first_hit = any(on_gold), bool(on_gold) and on_gold[0]
     first_file = None
     if gold_files:
         first_file = 1.0 if citations and citations[0].path in gold_files else 0.0
@@ -82,6 +86,7 @@ def score_answer(answer: Answer, question: Question, repo: Path, seconds: float)
         citations_valid=1.0 if valid else 0.0,
         citation_hit=None if hit is None else float(hit),
         cited_file_at_1=first_file,
+        cited_line_at_1=None if first_hit is None else float(first_hit),
         seconds=seconds,
         tokens=answer.usage.prompt_tokens + answer.usage.completion_tokens,
         cited=tuple(f"{c.path}:{c.start_line}-{c.end_line}" for c in citations),
@@ -95,6 +100,7 @@ def score_failed_answer(question: Question, seconds: float) -> AgentScores:
         citations_valid=0.0,
         citation_hit=0.0 if question.gold_lines else None,
         cited_file_at_1=0.0 if question.gold_file_set else None,
+        cited_line_at_1=0.0 if question.gold_lines else None,
         seconds=seconds,
         tokens=0,
     )

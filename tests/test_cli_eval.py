@@ -200,6 +200,28 @@ def test_agent_mode_scores_offline_answers_and_their_citations(sample_corpora, t
     )
 
 
+def test_cited_line_at_1_scores_only_the_first_citation_against_the_gold_lines(tmp_path):
+    from codeqa.agent.answer import Answer, Citation
+    from codeqa.evals.agent_scores import score_answer
+    from codeqa.evals.dataset import GoldRange, Question
+
+    (tmp_path / "a.py").write_text("x = 1\n" * 50)
+    question = Question("q", "c", "Where is x set?", gold_lines=(GoldRange("a.py", 20, 30),))
+
+    def scored(*cited: tuple[int, int]) -> dict:
+        citations = [Citation("a.py", start, end) for start, end in cited]
+        return score_answer(Answer("", citations, [], [], None), question, tmp_path, 0.0).as_dict()
+
+    second_on_gold = scored((1, 5), (25, 26))
+    assert second_on_gold["citation_hit"] == 1.0 and second_on_gold["cited_file@1"] == 1.0
+    assert second_on_gold["cited_line@1"] == 0.0  # the right file, the wrong place first
+    assert scored((29, 40), (1, 5))["cited_line@1"] == 1.0
+    assert scored()["cited_line@1"] == 0.0
+    no_gold_lines = Question("q", "c", "Where is x set?", gold_files=("a.py",))
+    answer = Answer("", [Citation("a.py", 1, 2)], [], [], None)
+    assert score_answer(answer, no_gold_lines, tmp_path, 0.0).cited_line_at_1 is None
+
+
 def overall_rows(stdout: str) -> list[list[str]]:
     return [
         [cell.strip() for cell in line.split("|")[1:-1]]
