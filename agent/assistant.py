@@ -149,7 +149,7 @@ class Assistant:
         The agent ran it already unless its plan left the question out."""
         if hits is None or self.settings.hits_per_query < RELEVANCE_HITS:
             hits = retriever.search(cap_query(question), self.settings.search_mode, RELEVANCE_HITS)
-        return assess_relevance(question, hits, retriever.holds_word)
+        return assess_relevance(question, hits, retriever.where_held)
 
     def _code_graph(self, retriever: Retriever) -> Graph | None:
         """None for an index built before the code graph: its graph queries then find nothing."""

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, SourceFile
+from codeqa.retrieval.search.relevance import WordHolding
 
 
 class Retriever(Protocol):
@@ -19,7 +20,7 @@ class Retriever(Protocol):
 
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]: ...
 
-    def holds_word(self, word: str) -> bool: ...
+    def where_held(self, word: str) -> WordHolding: ...
 
     @property
     def graph(self) -> Graph:

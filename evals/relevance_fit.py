@@ -78,7 +78,7 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
                     hits = assistant.ask(text, thread_id=str(position)).sources
                 else:
                     hits = index.search(text, SearchMode.HYBRID, RELEVANCE_HITS)
-                verdict = assess_relevance(text, hits, index.holds_word)
+                verdict = assess_relevance(text, hits, index.where_held)
                 found[position] = (
                     verdict.all_share,
                     verdict.best_share,

@@ -63,6 +63,7 @@ from codeqa.retrieval.search.relevance import (
     RELEVANCE_HITS,
     WORD_HOLDERS_READ,
     Relevance,
+    WordHolding,
     assess_relevance,
     covers_subjects,
 )
@@ -204,7 +205,7 @@ class Index:
         """The best `limit` chunks, and whether the best RELEVANCE_HITS (what the verdict was
         fitted on, whatever `limit` is) answer `query`: what search shows and judges."""
         hits = self.search(query, mode, max(limit, RELEVANCE_HITS), scope)
-        return hits[:limit], assess_relevance(query, hits, self.holds_word)
+        return hits[:limit], assess_relevance(query, hits, self.where_held)
 
     def candidates(
         self,
@@ -266,17 +267,19 @@ class Index:
             keyword_query_text(query, self.ranking), vector, mode, limit
         )
 
-    def holds_word(self, word: str) -> bool:
-        """Whether the repository's code or docs hold `word` as a keyword (a chunk's text,
-        path or symbol); its tests, metadata and configuration do not count (relevance.py).
+    def where_held(self, word: str) -> WordHolding:
+        """Where the repository holds `word` as a keyword (a chunk's text, path or symbol):
+        in its code, tests or docs, only in its metadata and configuration, or nowhere.
 
         Read from the word's best WORD_HOLDERS_READ keyword hits: a word in code is rarely
-        outranked by that many test or config chunks, and a rare one never is."""
+        outranked by that many config chunks, and a rare one never is."""
         keywords = keyword_query(word)
         if not keywords:
-            return False
+            return WordHolding.NOWHERE
         holders = self._store.search(keywords, None, SearchMode.BM25, WORD_HOLDERS_READ)
-        return any(covers_subjects(hit.chunk) for hit in holders)
+        if any(covers_subjects(hit.chunk) for hit in holders):
+            return WordHolding.COVERED
+        return WordHolding.SUPPORTING_ONLY if holders else WordHolding.NOWHERE
 
     def _embed_chunks(self, chunks: Sequence[Chunk]) -> np.ndarray:
         """Vectors of chunks not filled yet, embedded as the indexer would embed them.

@@ -8,6 +8,7 @@ import pytest
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 from codeqa.retrieval.search.relevance import (
     NOTHING_RELEVANT,
+    WordHolding,
     assess_relevance,
     is_supporting_file,
     subject_words,
@@ -41,9 +42,20 @@ def test_question_whose_words_the_hits_lack_is_not_relevant():
     assert not relevance.relevant and relevance.score < 0.2
 
 
-def _held_anywhere(word: str) -> bool:
-    """The repository of these tests: SCANNER's words only."""
-    return word in set(subject_words(f"{SCANNER.path} {SCANNER.symbol} {SCANNER.text}"))
+def _held_in(*chunks: Chunk, metadata: Chunk | None = None):
+    """The index's lookup over a repository of `chunks` (and a `metadata` file)."""
+
+    def where_held(word: str) -> WordHolding:
+        if any(word in subject_words(f"{c.path} {c.symbol} {c.text}") for c in chunks):
+            return WordHolding.COVERED
+        if metadata and word in subject_words(f"{metadata.path} {metadata.text}"):
+            return WordHolding.SUPPORTING_ONLY
+        return WordHolding.NOWHERE
+
+    return where_held
+
+
+_held_anywhere = _held_in(SCANNER)  # the repository of these tests: SCANNER's words only
 
 
 def test_a_question_whose_subject_the_repository_never_names_is_not_relevant():
@@ -78,9 +90,7 @@ SOCKET = Chunk(
 )  # fmt: skip
 
 
-def _held_by_socket(word: str) -> bool:
-    """The repository of the WebSocket tests: SOCKET's words only."""
-    return word in set(subject_words(f"{SOCKET.path} {SOCKET.symbol} {SOCKET.text}"))
+_held_by_socket = _held_in(SOCKET)  # the repository of the WebSocket tests
 
 
 # A question on SCANNER's words, nine subject words of which the hit holds eight.
@@ -146,9 +156,7 @@ SIGNER = Chunk(
 )  # fmt: skip
 
 
-def _held_by_signer(word: str) -> bool:
-    """The repository of the signing tests: SIGNER's words only."""
-    return word in set(subject_words(f"{SIGNER.path} {SIGNER.symbol} {SIGNER.text}"))
+_held_by_signer = _held_in(SIGNER)  # the repository of the signing tests
 
 
 def test_a_name_of_several_capitalized_words_is_held_only_where_each_of_them_is():
@@ -178,12 +186,14 @@ SESSIONS = Chunk(
     "  store.set(req.sessionID, req.session)\n}",
     "",
 )  # fmt: skip
-# Its package.json pins a Redis store for its examples: the word is there, the code is not.
+# Its package.json pins a Redis store for its examples and names a script: the words are
+# there, the code is not.
 PACKAGE_JSON = Chunk(
-    "package.json", 1, 3, "json", ChunkKind.WHOLE_FILE, None, "",
-    '{\n  "devDependencies": {"connect-redis": "3.4.2", "express-session": "1.17.2"}\n}', "",
+    "package.json", 1, 4, "json", ChunkKind.WHOLE_FILE, None, "",
+    '{\n  "devDependencies": {"connect-redis": "3.4.2", "express-session": "1.17.2"},\n'
+    '  "scripts": {"generate": "node build.js"}\n}', "",
 )  # fmt: skip
-# A test that stores a session in Redis.
+# A test that keeps a session in Redis.
 REDIS_TEST = Chunk(
     "test/session.spec.js", 1, 3, "javascript", ChunkKind.DECLARATION, "redisStore",
     "it('saves the user session in redis')",
@@ -191,50 +201,59 @@ REDIS_TEST = Chunk(
 )  # fmt: skip
 
 
-def _held_in_code(word: str) -> bool:
-    """The repository of the session tests, as the index's lookup reads it: SESSIONS's
-    words (package.json and the test do not count)."""
-    return word in set(subject_words(f"{SESSIONS.path} {SESSIONS.symbol} {SESSIONS.text}"))
-
-
-def test_a_word_the_hits_hold_only_in_package_metadata_does_not_cover_the_subject():
-    question = "How does the framework store user sessions in Redis?"
+def test_a_name_the_repository_holds_only_in_package_metadata_does_not_cover_the_subject():
+    question = "How does the session store keep a user session in Redis?"
     hits = [SearchHit(SESSIONS, 1), SearchHit(PACKAGE_JSON, 0.5)]
-    judged = assess_relevance(question, hits, _held_in_code)
+    judged = assess_relevance(question, hits, _held_in(SESSIONS, metadata=PACKAGE_JSON))
     assert judged.score > 0.9  # the hits hold every word, package.json included
     assert judged.absent_names == ("redis",) and not judged.relevant
     assert judged.reason == "this repository never mentions 'redis'"
-    # The same question of a repository whose code holds Redis is answered there.
-    assert assess_relevance(question, hits, lambda word: True).relevant
+    lowercase = assess_relevance(
+        "How does the session store use redis?", hits, _held_in(SESSIONS, metadata=PACKAGE_JSON)
+    )
+    assert lowercase.absent_words == ("redis",) and not lowercase.relevant
+    # The same question of a repository whose code (or tests) hold Redis is answered there.
+    assert assess_relevance(question, hits, _held_in(SESSIONS, REDIS_TEST)).relevant
 
 
-def test_a_word_held_only_in_tests_covers_a_subject_only_when_tests_are_asked_about():
+def test_an_english_word_found_only_in_metadata_still_counts_as_held():
+    # "generate" is only a script's name in package.json: a word of the question's own
+    # phrasing, not a thing the repository lacks.
+    hits = [SearchHit(SESSIONS, 1)]
+    asked = "How does saveSession generate the session store?"
+    judged = assess_relevance(asked, hits, _held_in(SESSIONS, metadata=PACKAGE_JSON))
+    assert judged.absent_words == () and judged.relevant
+
+
+def test_a_word_held_only_in_tests_covers_its_subject():
+    # SWE-QA asks about test classes by name (TestRequests, TLSServer): tests are code.
     hits = [SearchHit(SESSIONS, 1), SearchHit(REDIS_TEST, 0.5)]
-    asked = "How does the session store use redis?"
-    judged = assess_relevance(asked, hits, _held_in_code)
-    assert judged.score > 0.9 and judged.absent_words == ("redis",) and not judged.relevant
-    about_tests = "Which test saves the session store in redis?"
-    assert assess_relevance(about_tests, hits, _held_in_code).relevant
+    judged = assess_relevance(
+        "How does the session store use redis?", hits, _held_in(SESSIONS, REDIS_TEST)
+    )
+    assert judged.absent_words == () and judged.relevant
 
 
-def test_metadata_pins_and_config_are_supporting_files_and_code_and_docs_are_not():
+def test_metadata_pins_config_and_history_are_supporting_files_and_code_and_docs_are_not():
     supporting = [
         ("package.json", "json"), ("Cargo.toml", "toml"), (".cargo_vcs_info.json", "json"),
         ("Cargo.toml.orig", None), ("META-INF/MANIFEST.MF", None), ("pom.xml", "xml"),
         ("META-INF/maven/x/x/pom.properties", "properties"), ("PKG-INFO", None),
         ("setup.cfg", "ini"), ("requirements/dev.txt", None), ("go.mod", "gomod"),
-        (".github/workflows/ci.yml", "yaml"), ("LICENSE-MIT", None),
-        ("x-1.0.dist-info/METADATA", None),
+        (".github/workflows/ci.yml", "yaml"), ("LICENSE-MIT", None), ("Makefile", "make"),
+        ("docs/make.bat", None), ("x-1.0.dist-info/METADATA", None), ("History.md", "markdown"),
+        ("CHANGES.rst", "rst"),
     ]  # fmt: skip
     assert [path for path, language in supporting if not is_supporting_file(path, language)] == []
     covering = [
         ("src/lib.rs", "rust"), ("setup.py", "python"), ("README.md", "markdown"),
-        ("CHANGES.rst", "rst"), ("Makefile", "make"), ("docs/notes.txt", None),
+        ("docs/usage.rst", "rst"), ("docs/notes.txt", None), ("tests/test_x.py", "python"),
+        ("lib/history.py", "python"), ("tools/make.py", "python"),
     ]  # fmt: skip
     assert [path for path, language in covering if is_supporting_file(path, language)] == []
 
 
-def test_the_index_looks_words_up_in_code_and_docs_not_in_tests_or_metadata(tmp_path):
+def test_the_index_says_where_a_word_is_held(tmp_path):
     from codeqa.retrieval.config import IndexSettings
     from codeqa.retrieval.index import open_index
     from codeqa.retrieval.indexing import build_index
@@ -247,16 +266,14 @@ def test_the_index_looks_words_up_in_code_and_docs_not_in_tests_or_metadata(tmp_
         "function isSessionId(id) {\n  return id.startsWith('zqxsid')\n}\n"
     )
     (repo / "package.json").write_text('{"devDependencies": {"connect-redis": "3.4.2"}}\n')
-    (repo / "test" / "session.test.js").write_text(
-        "it('stores sessions with morgan logging', () => {})\n"
-    )
+    (repo / "test" / "session.test.js").write_text("it('logs with morgan', () => {})\n")
     settings = IndexSettings(index_dir=tmp_path / "index")
     build_index(repo, settings, embed=False)
     with open_index(repo, settings) as index:
-        assert index.holds_word("zqxsid")  # a rare string in code covers its subject
-        assert index.holds_word("session")
-        assert not index.holds_word("redis")  # only package.json
-        assert not index.holds_word("morgan")  # only a test
+        assert index.where_held("zqxsid") is WordHolding.COVERED  # a rare string in code
+        assert index.where_held("morgan") is WordHolding.COVERED  # tests are code
+        assert index.where_held("redis") is WordHolding.SUPPORTING_ONLY  # package.json
+        assert index.where_held("kubernetes") is WordHolding.NOWHERE
 
 
 @pytest.mark.slow  # builds a real index with the ONNX model through the CLI

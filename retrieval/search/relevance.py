@@ -76,15 +76,20 @@ questions name compound classes (TestGuessJSONUTF) whose parts had counted as fo
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from enum import Enum
+from functools import cache, partial
+from importlib import resources
 
+from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
+from codeqa.retrieval.embedders.onnx import MINILM_L6_INT8
 from codeqa.retrieval.records import Chunk, SearchHit
 from codeqa.retrieval.search.keywords import code_tokens, written_words
-from codeqa.retrieval.search.rerank import asks_about_tests, is_test_chunk
 
 # What search, ask and the chat say when the verdict is "no", each ending it in its own way
 # ("; closest matches:" above an offline answer's list).
@@ -143,8 +148,13 @@ NAMED_ABSENT_SHARE_LIMIT = 0.5
 # Configuration and data-description languages, by the name languages.py gives them.
 CONFIG_LANGUAGES = frozenset(
     {"json", "toml", "yaml", "ini", "xml", "properties", "gomod", "requirements", "pymanifest"}
-    | {"gitignore", "gitattributes"}
+    | {"gitignore", "gitattributes", "make"}
 )
+# Build scripts beside a Makefile under the name Sphinx and others give them (make.bat).
+BUILD_SCRIPT_STEMS = frozenset({"make", "makefile"})
+# Release history, whatever its format: dependency bumps and examples added ("deps:
+# morgan@~1.6.1", "add redis session example"), not what the code does.
+CHANGELOG_NAMES = frozenset({"changelog", "changes", "history", "news", "releases"})
 # Package metadata by file name (lowercased): a jar's manifest, an sdist's or wheel's
 # metadata, licence texts; and folders holding only metadata or pinned requirements.
 METADATA_NAMES = frozenset({"manifest.mf", "pkg-info", "metadata", "record", "wheel"})
@@ -202,17 +212,24 @@ def _listed(words: Sequence[str]) -> str:
 
 
 def is_supporting_file(path: str, language: str | None) -> bool:
-    """Whether the file at `path` is package metadata, a pin or configuration: it names what
-    the package uses or how it is built, not what its code does."""
+    """Whether the file at `path` is package metadata, a pin, configuration, a build script
+    or release history: it names what the package uses or how it is built and released,
+    not what its code does."""
     if language in CONFIG_LANGUAGES:
         return True
-    if language is not None:  # code, or prose of a known kind (docs count as covering)
+    if language not in PROSE_LANGUAGES:  # code, whatever its name (history.py, make.py)
         return False
     folder, _, name = path.lower().rpartition("/")
     for suffix in _KEPT_COPY_SUFFIXES:
         name = name.removesuffix(suffix)
+    stem = name.partition(".")[0]
+    if stem in CHANGELOG_NAMES:
+        return True
+    if language is not None:  # docs count as covering
+        return False
     return (
-        name.endswith(_CONFIG_SUFFIXES)
+        stem in BUILD_SCRIPT_STEMS
+        or name.endswith(_CONFIG_SUFFIXES)
         or name in METADATA_NAMES
         or name.startswith(METADATA_NAME_PREFIXES)
         or any(
@@ -222,12 +239,36 @@ def is_supporting_file(path: str, language: str | None) -> bool:
     )
 
 
-def covers_subjects(chunk: Chunk, tests_asked: bool = False) -> bool:
-    """Whether the words of `chunk` count as its repository covering them: code and docs do;
-    metadata, pins, configuration and (unless `tests_asked`) tests do not."""
-    if is_supporting_file(chunk.path, chunk.language):
-        return False
-    return tests_asked or not is_test_chunk(chunk)
+def covers_subjects(chunk: Chunk) -> bool:
+    """Whether the words of `chunk` count as its repository covering them: code, tests and
+    docs do; metadata, pins and configuration do not."""
+    return not is_supporting_file(chunk.path, chunk.language)
+
+
+class WordHolding(Enum):
+    """Where a repository holds a word (the index's lookup, `Index.where_held`)."""
+
+    NOWHERE = "nowhere"
+    SUPPORTING_ONLY = "only in metadata, pins or configuration"
+    COVERED = "in code, tests or docs"
+
+
+@cache
+def _english_words() -> frozenset[str]:
+    """Whole words of the bundled embedding model's (uncased English) vocabulary."""
+    packed = resources.files("codeqa.retrieval") / "data" / MINILM_L6_INT8.tokenizer_resource
+    vocabulary = json.loads(gzip.decompress(packed.read_bytes()))["model"]["vocab"]
+    return frozenset(word for word in vocabulary if word.isalpha())
+
+
+def _held(word: str, where_held: Callable[[str], WordHolding]) -> bool:
+    """Whether the repository covers `word`. Found only in its metadata or configuration, an
+    English word ("generate" in package.json's scripts, "parts" in a licence) is held, as
+    before; a name there (redis, pbkdf2, chrono: a pinned dependency) is not."""
+    holding = where_held(word)
+    if holding is WordHolding.SUPPORTING_ONLY:
+        return word in _english_words()
+    return holding is WordHolding.COVERED
 
 
 def _past_form(word: str) -> bool:
@@ -243,35 +284,34 @@ def subject_words(question: str) -> frozenset[str]:
 def assess_relevance(
     question: str,
     hits: Sequence[SearchHit],
-    holds_word: Callable[[str], bool] | None = None,
+    where_held: Callable[[str], WordHolding] | None = None,
 ) -> Relevance:
     """Whether `hits` (best first) hold what `question` asks about.
 
-    `holds_word`: whether the repository holds a keyword anywhere (the index's lookup);
-    without it only the hits are read.
+    `where_held`: where the repository holds a keyword (the index's lookup); without it
+    only the hits are read.
     """
     words = subject_words(question)
     if not hits:
         return Relevance(False, 0.0, 0.0, 0.0)
     if not words:  # nothing to check against ("how does it work?"): do not cry wolf
         return Relevance(True, 1.0, 1.0, 1.0)
-    if holds_word is not None:
+    holds_word: Callable[[str], bool] | None = None
+    if where_held is not None:
         # Each lookup is a keyword search; the three signals below may ask for one word twice.
-        holds_word = cache(holds_word)
+        holds_word = cache(partial(_held, where_held=where_held))
     read = hits[:RELEVANCE_HITS]
     found = [_hit_words(hit) & words for hit in read]
     all_share = len(frozenset().union(*found)) / len(words)
     best_share = max(len(held) for held in found) / len(words)
     score = relevance_score(all_share, best_share)
-    # The shares above read every hit, as they were fitted; what the repository covers is
-    # read from its code and docs only: a word the hits hold only in package.json or a
-    # test is looked up like a word they lack, and `holds_word` counts no such file either.
-    tests_asked = asks_about_tests(question)
+    # The shares above read every hit, as they were fitted. What the repository covers is
+    # read from its code, tests and docs: a name the hits hold only in package.json or
+    # Cargo.toml is looked up like a word they lack, and the lookup counts no such file.
     held = frozenset().union(
         *(
-            held
+            held if covers_subjects(hit.chunk) else held & _english_words()
             for hit, held in zip(read, found, strict=True)
-            if covers_subjects(hit.chunk, tests_asked)
         )
     )
     covered_share = len(held) / len(words)

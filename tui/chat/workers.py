@@ -27,6 +27,7 @@ from codeqa.retrieval.records import (
     SkippedFile,
     SourceFile,
 )
+from codeqa.retrieval.search.relevance import WordHolding
 from textual.message import Message
 
 if TYPE_CHECKING:
@@ -119,8 +120,8 @@ class LiveRetriever:
     def find_symbol(self, name: str, limit: int = 10) -> list[Chunk]:
         return self._use(lambda index: index.find_symbol(name, limit))
 
-    def holds_word(self, word: str) -> bool:
-        return self._use(lambda index: index.holds_word(word))
+    def where_held(self, word: str) -> WordHolding:
+        return self._use(lambda index: index.where_held(word))
 
     @property
     def graph(self) -> Graph:
