@@ -190,7 +190,7 @@ SESSIONS = Chunk(
 # there, the code is not.
 PACKAGE_JSON = Chunk(
     "package.json", 1, 4, "json", ChunkKind.WHOLE_FILE, None, "",
-    '{\n  "devDependencies": {"connect-redis": "3.4.2", "express-session": "1.17.2"},\n'
+    '{\n  "devDependencies": {"connect-redis": "3.4.2", "pbkdf2": "3.1.2"},\n'
     '  "scripts": {"generate": "node build.js"}\n}', "",
 )  # fmt: skip
 # A test that keeps a session in Redis.
@@ -208,21 +208,25 @@ def test_a_name_the_repository_holds_only_in_package_metadata_does_not_cover_the
     assert judged.score > 0.9  # the hits hold every word, package.json included
     assert judged.absent_names == ("redis",) and not judged.relevant
     assert judged.reason == "this repository never mentions 'redis'"
-    lowercase = assess_relevance(
-        "How does the session store use redis?", hits, _held_in(SESSIONS, metadata=PACKAGE_JSON)
+    # Written plainly, a word of letters and digits is as much a name.
+    plain = assess_relevance(
+        "How does the session store use pbkdf2?", hits, _held_in(SESSIONS, metadata=PACKAGE_JSON)
     )
-    assert lowercase.absent_words == ("redis",) and not lowercase.relevant
+    assert plain.absent_names == ("pbkdf2",) and not plain.relevant
     # The same question of a repository whose code (or tests) hold Redis is answered there.
     assert assess_relevance(question, hits, _held_in(SESSIONS, REDIS_TEST)).relevant
 
 
-def test_an_english_word_found_only_in_metadata_still_counts_as_held():
+def test_a_plain_word_found_only_in_metadata_still_counts_as_held():
     # "generate" is only a script's name in package.json: a word of the question's own
-    # phrasing, not a thing the repository lacks.
+    # phrasing, not a thing the repository lacks; so is a plain "redis" (not a name as
+    # written, and no identifier).
     hits = [SearchHit(SESSIONS, 1)]
+    where_held = _held_in(SESSIONS, metadata=PACKAGE_JSON)
     asked = "How does saveSession generate the session store?"
-    judged = assess_relevance(asked, hits, _held_in(SESSIONS, metadata=PACKAGE_JSON))
+    judged = assess_relevance(asked, hits, where_held)
     assert judged.absent_words == () and judged.relevant
+    assert assess_relevance("How does the session store use redis?", hits, where_held).relevant
 
 
 def test_a_word_held_only_in_tests_covers_its_subject():

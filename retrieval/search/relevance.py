@@ -167,6 +167,9 @@ _CONFIG_SUFFIXES = (".json", ".toml", ".yaml", ".yml", ".ini", ".cfg", ".xml")
 # A written word shaped like a name in code, not prose: snake_case, a.dotted.name, a::path,
 # a __dunder__, or camelCase / PascalCase (a small letter, then a capital: getHost).
 _CODE_SHAPED = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|__[A-Za-z]|\w\w(?:\.|::)[A-Za-z_]\w|[a-z][A-Z]")
+# A word of letters then digits names a thing however it is written (pbkdf2, jinja2,
+# sha256, utf8): an algorithm, a package or a format, not a word of English.
+_VERSIONED = re.compile(r"[A-Za-z]{2,}\d+")
 # A capitalized word, written as keywords.py reads a word (`HTTP/3` whole).
 _CAPITALIZED = r"[A-Z][\w$]*(?:(?:\.|::|/|\\|-)[\w$]+)*"
 # Capitalized words one space apart, after a word or a comma: one name ("Firebase Cloud
@@ -261,10 +264,16 @@ def _english_words() -> frozenset[str]:
     return frozenset(word for word in vocabulary if word.isalpha())
 
 
-def _held(word: str, where_held: Callable[[str], WordHolding]) -> bool:
-    """Whether the repository covers `word`. Found only in its metadata or configuration, an
-    English word ("generate" in package.json's scripts, "parts" in a licence) is held, as
-    before; a name there (redis, pbkdf2, chrono: a pinned dependency) is not."""
+def _holds_word(word: str, where_held: Callable[[str], WordHolding]) -> bool:
+    return where_held(word) is not WordHolding.NOWHERE
+
+
+def _holds_name(word: str, where_held: Callable[[str], WordHolding]) -> bool:
+    """Whether the repository covers `word`, a part of a thing the question names.
+
+    A name found only in metadata, pins or configuration (Redis, Jinja2, pbkdf2: a pinned
+    dependency, a changelog's "add redis session example") is not covered there, unless
+    it is an English word the asker happened to capitalize."""
     holding = where_held(word)
     if holding is WordHolding.SUPPORTING_ONLY:
         return word in _english_words()
@@ -297,24 +306,26 @@ def assess_relevance(
     if not words:  # nothing to check against ("how does it work?"): do not cry wolf
         return Relevance(True, 1.0, 1.0, 1.0)
     holds_word: Callable[[str], bool] | None = None
+    holds_name: Callable[[str], bool] | None = None
     if where_held is not None:
         # Each lookup is a keyword search; the three signals below may ask for one word twice.
-        holds_word = cache(partial(_held, where_held=where_held))
+        where_held = cache(where_held)
+        holds_word = partial(_holds_word, where_held=where_held)
+        holds_name = partial(_holds_name, where_held=where_held)
     read = hits[:RELEVANCE_HITS]
     found = [_hit_words(hit) & words for hit in read]
-    all_share = len(frozenset().union(*found)) / len(words)
+    held = frozenset().union(*found)
+    all_share = len(held) / len(words)
     best_share = max(len(held) for held in found) / len(words)
     score = relevance_score(all_share, best_share)
-    # The shares above read every hit, as they were fitted. What the repository covers is
-    # read from its code, tests and docs: a name the hits hold only in package.json or
-    # Cargo.toml is looked up like a word they lack, and the lookup counts no such file.
-    held = frozenset().union(
+    # The things a question names are held only where the repository covers them: in its
+    # code, tests or docs; in a hit from package.json or Cargo.toml only if English words.
+    held_names = frozenset().union(
         *(
             held if covers_subjects(hit.chunk) else held & _english_words()
             for hit, held in zip(read, found, strict=True)
         )
     )
-    covered_share = len(held) / len(words)
     absent_share = 0.0
     absent_words: tuple[str, ...] = ()
     if holds_word is not None and len(held) < len(words):
@@ -329,15 +340,15 @@ def assess_relevance(
             absent_words = tuple(
                 word for word in checked if not holds_word(word) and not _past_form(word)
             )
-            absent_share = len(absent_words) / len(checked) * (1 - covered_share)
+            absent_share = len(absent_words) / len(checked) * (1 - all_share)
     names_code, named_absent_share = True, 0.0
     absent_names: tuple[str, ...] = ()
-    if holds_word is not None:
+    if holds_name is not None:
         written = list(dict.fromkeys(written_words(question)))
-        names_code = _names_its_code(written, held, holds_word)
+        names_code = _names_its_code(written, held_names, holds_name)
         if not names_code:
             absent_names, named_absent_share = _named_absent(
-                question, written, words, held, holds_word
+                question, written, words, held_names, holds_name
             )
     relevant = (
         score >= RELEVANCE_THRESHOLD
@@ -400,7 +411,7 @@ def _named_absent(
             name_of.setdefault(word, run.group())
     named: dict[str, tuple[str, ...]] = {}
     for word in written:
-        if not (word in name_of or _CODE_SHAPED.search(word)):
+        if not (word in name_of or _CODE_SHAPED.search(word) or _VERSIONED.fullmatch(word)):
             continue
         whole = word.lower()
         if _JOINED.search(word):
