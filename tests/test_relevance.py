@@ -229,6 +229,18 @@ def test_a_plain_word_found_only_in_metadata_still_counts_as_held():
     assert assess_relevance("How does the session store use redis?", hits, where_held).relevant
 
 
+def test_a_piece_of_a_joined_name_is_held_wherever_the_repository_spells_it():
+    # "txt" is only in MANIFEST.in: of an example file name it says the file's kind.
+    manifest = Chunk(
+        "MANIFEST.in", 1, 1, "pymanifest", ChunkKind.WHOLE_FILE, None, "", "include store.txt", ""
+    )
+    asked = "Where does the store keep the user session of store.txt?"
+    judged = assess_relevance(
+        asked, [SearchHit(SESSIONS, 1)], _held_in(SESSIONS, metadata=manifest)
+    )
+    assert not judged.names_code and judged.named_absent_share == 0 and judged.relevant
+
+
 def test_a_word_held_only_in_tests_covers_its_subject():
     # SWE-QA asks about test classes by name (TestRequests, TLSServer): tests are code.
     hits = [SearchHit(SESSIONS, 1), SearchHit(REDIS_TEST, 0.5)]

@@ -347,9 +347,15 @@ def assess_relevance(
         written = list(dict.fromkeys(written_words(question)))
         names_code = _names_its_code(written, held_names, holds_name)
         if not names_code:
-            absent_names, named_absent_share = _named_absent(
-                question, written, words, held_names, holds_name
-            )
+
+            def name_held(part: str, whole: bool) -> bool:
+                if whole:
+                    return part in held_names or holds_name(part)
+                # A piece of a joined name (the txt of "name.txt", the sub of "pub/sub") is
+                # no name of its own: held wherever the repository spells it.
+                return part in held or (holds_word is not None and holds_word(part))
+
+            absent_names, named_absent_share = _named_absent(question, written, words, name_held)
     relevant = (
         score >= RELEVANCE_THRESHOLD
         and absent_share < ABSENT_SHARE_LIMIT
@@ -392,8 +398,7 @@ def _named_absent(
     question: str,
     written: list[str],
     words: frozenset[str],
-    held: frozenset[str],
-    holds_word: Callable[[str], bool],
+    name_held: Callable[[str, bool], bool],
 ) -> tuple[tuple[str, ...], float]:
     """The things a question names that the repository holds nowhere, and their share of
     all it names.
@@ -402,6 +407,8 @@ def _named_absent(
     "WebSocket" is held only where `websocket` is (that "web" and "socket" are says nothing
     of WebSockets); a joined one ("HTTP/3", "pub/sub") where each of its subject parts is,
     and so is a run of capitalized words one space apart ("AWS Signature Version").
+    `name_held(part, whole)`: whether the repository holds `part`, a whole word of the
+    name (`whole`) or a piece of a joined one.
     """
     # Its words held apart say nothing of it: a repository with a "Signature Version 2"
     # header knows no AWS Signature Version 4 for holding "signature" and "version".
@@ -409,26 +416,25 @@ def _named_absent(
     for run in _CAPITALIZED_RUN.finditer(question):
         for word in run.group().split(" "):
             name_of.setdefault(word, run.group())
-    named: dict[str, tuple[str, ...]] = {}
+    named: dict[str, tuple[tuple[str, bool], ...]] = {}
     for word in written:
         if not (word in name_of or _CODE_SHAPED.search(word) or _VERSIONED.fullmatch(word)):
             continue
         whole = word.lower()
+        parts: tuple[tuple[str, bool], ...]
         if _JOINED.search(word):
-            parts = tuple(t for t in code_tokens(word)[1:] if t in words and t[0].isalpha())
+            parts = tuple(
+                (t, False) for t in code_tokens(word)[1:] if t in words and t[0].isalpha()
+            )
         else:
-            parts = (whole,) if whole in words and whole[0].isalpha() else ()
+            parts = ((whole, True),) if whole in words and whole[0].isalpha() else ()
         if parts:
             name = name_of.get(word, word).lower()
             named[name] = tuple(dict.fromkeys((*named.get(name, ()), *parts)))
     checked = list(named.items())[:MAX_WORDS_LOOKED_UP]
     if not checked:
         return (), 0.0
-    absent = tuple(
-        name
-        for name, parts in checked
-        if not all(part in held or holds_word(part) for part in parts)
-    )
+    absent = tuple(name for name, parts in checked if not all(name_held(*part) for part in parts))
     return absent, len(absent) / len(checked)
 
 
