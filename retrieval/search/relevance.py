@@ -148,8 +148,9 @@ RELEVANCE_THRESHOLD = 0.49
 # 130-170 ms on django on a machine at load 28, a few keyword searches' worth); the share
 # of the question found nowhere is estimated from them.
 MAX_WORDS_LOOKED_UP = 12
-# A lookup reads a word's best keyword hits this deep for one in code or docs: a word that
-# a repository's tests or config hold many times may outrank its one use in code.
+# A lookup reads a word's best keyword hits this deep for one in code, tests or docs: a word
+# that a repository's metadata or changelog holds many times may outrank its one use in
+# code. 12 lookups on django: 29 ms reading 1 hit, 41 ms reading 32 (medians of 5, load 13).
 WORD_HOLDERS_READ = 32
 # At or above this share of its words found nowhere in the repository, a question is not
 # answered by it, whatever the hits' shares. The lowest limit (in steps of 0.05) adding at
