@@ -30,6 +30,8 @@ be unpacked and made git repositories under the out-of-scope corpora folder:
 `pip download httpx==0.28.1 --no-deps` (the wheel's files, without its .dist-info),
 `npm pack @trpc/server@11.4.3` (its src/ only) and `npm pack ky@1.8.1` (without source
 maps), as httpx-0.28.1, trpc-server-11.4.3 and ky-1.8.1.
+evals/samples/out-of-scope-unfamiliar.jsonl is about the JS/TS/other set's packages (their
+fetch commands are in docs/benchmarks.md), 15 questions written before codeqa ran on them.
 """
 
 from __future__ import annotations
