@@ -11,6 +11,7 @@ from codeqa.retrieval.search.rerank import (
     calls_written,
     declares_interface,
     graph_definition,
+    is_auxiliary_path,
     is_declaration_file,
     keyword_query_text,
     rerank,
@@ -144,6 +145,22 @@ def test_example_programs_rank_below_the_library_unless_the_question_asks_for_an
     for_example = analyze_query("Is there an example of walking the routes?")
     ranked = rerank(hits, for_example, {}, RankingTuning(), limit=2)
     assert [h.chunk.path for h in ranked][0] == "_examples/router-walk/main.go"
+
+
+def test_benchmarks_and_etc_rank_below_the_library_whatever_the_question():
+    # A pure-Python copy of a C extension's automaton, kept in etc/, shares its words.
+    hits = [
+        SearchHit(chunk("etc/py/pyahocorasick.py", 244, "Trie.iter_long"), 1.0),
+        SearchHit(chunk("benchmarks/bench_iter.py", 1, None), 0.95),
+        SearchHit(chunk("src/AutomatonSearchIterLong.c", 89, "iter_long_next", "c"), 0.9),
+    ]
+    for question in (
+        "How does iter_long find the longest matches without overlaps?",
+        "Is there an example of iter_long finding the longest matches?",
+    ):
+        ranked = rerank(hits, analyze_query(question), {}, RankingTuning(), limit=3)
+        assert ranked[0].chunk.path == "src/AutomatonSearchIterLong.c"
+    assert not is_auxiliary_path("src/etcd/client.go")  # only a folder named so
 
 
 ROUTES_INTERFACE = """// Routes interface adds methods for router traversal.
