@@ -326,7 +326,13 @@ class Index:
                 chunk = hit.chunk
                 found = graph.called_from(chunk.path, chunk.start_line, chunk.end_line)
                 # A class spans all its methods' chunks: a call to it says nothing of them.
-                called += [definition for definition in found if definition.kind != KIND_CLASS]
+                # A definition overlapping the calling chunk (a nested helper, a sibling in
+                # a merged chunk, a recursive call) would lift the caller itself.
+                called += [
+                    definition
+                    for definition in found
+                    if definition.kind != KIND_CLASS and not _overlaps(definition, chunk)
+                ]
         defining: list[Definition] = []
         if tuning.definition_weight and 0 < len(symbols) <= tuning.definition_max_symbols:
             defining = [d for symbol in symbols for d in graph.definitions(symbol)]
@@ -538,6 +544,15 @@ def _holding(hits: list[SearchHit], definitions: list[Definition]) -> frozenset[
             start <= hit.chunk.end_line and hit.chunk.start_line <= end
             for start, end in spans.get(hit.chunk.path, ())
         )
+    )
+
+
+def _overlaps(definition: Definition, chunk: Chunk) -> bool:
+    """Whether `definition`'s lines overlap `chunk`'s."""
+    return (
+        definition.path == chunk.path
+        and definition.start_line <= chunk.end_line
+        and chunk.start_line <= definition.end_line
     )
 
 
