@@ -20,7 +20,7 @@ from codeqa.agent.llm import LLMClient
 from codeqa.agent.prompts import planner_messages
 from codeqa.agent.state import Query, QueryKind, Turn
 from codeqa.retrieval.records import SearchHit
-from codeqa.retrieval.search.query import analyze_query
+from codeqa.retrieval.search.query import CALLERS_OF, analyze_query
 
 # Words too common in questions to be worth a search of their own.
 STOPWORDS = frozenset(
@@ -59,14 +59,8 @@ _POINTING_VERBS = frozenset(
 
 # An error message is grepped by its start: a long one is often cut or wrapped where pasted.
 ERROR_GREP_CHARS = 80
-# "Who calls X?", "callers of X", "where is X used?" ask for the code graph's call sites;
-# "what does X call?" for the calls X makes.
-_CALLERS_OF = re.compile(
-    r"\b(?:who|what|which(?:\s+\w+)?)\s+(?:calls?|uses?|invokes?)\s+`?(?P<name>[\w.]+)"
-    r"|\bcall(?:ers|\s+sites)\s+of\s+`?(?P<of>[\w.]+)"
-    r"|\bwhere\s+(?:is|are)\s+`?(?P<used>[\w.]+)`?(?:\(\))?\s+(?:called|used|invoked)",
-    re.I,
-)
+# "Who calls X?" (CALLERS_OF) asks for the code graph's call sites; "what does X call?"
+# for the calls X makes.
 _CALLEES_OF = re.compile(
     r"\bwhat\s+(?:does|do)\s+`?(?P<name>[\w.]+)`?(?:\(\))?\s+(?:call|invoke)\b", re.I
 )
@@ -136,7 +130,7 @@ def point_back(question: str, history: Sequence[Turn]) -> str:
 def asked_graph_queries(question: str) -> list[Query]:
     """The code graph's lists the question itself asks for: "who calls X?", "what does X call?"."""
     queries = []
-    for pattern, kind in ((_CALLERS_OF, QueryKind.CALLERS), (_CALLEES_OF, QueryKind.CALLEES)):
+    for pattern, kind in ((CALLERS_OF, QueryKind.CALLERS), (_CALLEES_OF, QueryKind.CALLEES)):
         for match in pattern.finditer(question):
             name = next(group for group in match.groups() if group).rstrip(".")
             if name.lower() not in STOPWORDS:

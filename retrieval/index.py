@@ -31,6 +31,7 @@ from codeqa.retrieval.errors import (
     IndexMismatch,
     IndexNotFound,
     StoreUnavailable,
+    UnknownSymbol,
 )
 from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
 from codeqa.retrieval.graph.languages import SPECS as GRAPH_LANGUAGES
@@ -58,7 +59,7 @@ from codeqa.retrieval.records import (
     SourceFile,
 )
 from codeqa.retrieval.search.keywords import keyword_query
-from codeqa.retrieval.search.query import analyze_query
+from codeqa.retrieval.search.query import QueryAnalysis, analyze_query
 from codeqa.retrieval.search.relevance import (
     RELEVANCE_HITS,
     WORD_HOLDERS_READ,
@@ -72,6 +73,7 @@ from codeqa.retrieval.search.rerank import (
     GraphEvidence,
     PathResolver,
     RankingTuning,
+    calls_written,
     keyword_query_text,
     rerank,
 )
@@ -238,7 +240,7 @@ class Index:
         hits = self._store.search(keywords, vector, mode, depth, missing)
         hits = [hit for hit in hits if scope.admits(hit.chunk.path, hit.chunk.language)]
         mentioned = self.path_resolver.mentioned_files(analysis, tuning.max_files_per_mention)
-        evidence = self._graph_evidence(hits, analysis.symbols, tuning)
+        evidence = self._graph_evidence(hits, analysis, tuning)
         return Candidates(hits, analysis, mentioned, evidence)
 
     def search_repositories(
@@ -323,24 +325,42 @@ class Index:
         return found
 
     def _graph_evidence(
-        self, hits: list[SearchHit], symbols: tuple[str, ...], tuning: RankingTuning
+        self, hits: list[SearchHit], analysis: QueryAnalysis, tuning: RankingTuning
     ) -> GraphEvidence:
-        """The candidates holding what the top ones call, and the one symbol asked about."""
+        """The candidates holding what the top ones call, the one symbol asked about and,
+        for a question asking what calls it, its call sites."""
+        symbols = analysis.symbols
+        asked = analysis.callers_asked[:1] if tuning.caller_weight else ()
         try:
             graph = self.graph
         except (IndexNotFound, IndexMismatch):
-            return GraphEvidence()  # no graph, or an unreadable one: rank without it
+            # No graph, or an unreadable one: rank without it, callers as written.
+            return GraphEvidence(calling=calls_written(hits, asked[0]) if asked else frozenset())
         called: list[Definition] = []
         if tuning.callee_weight:
             for hit in hits[: tuning.graph_sources]:
                 chunk = hit.chunk
                 found = graph.called_from(chunk.path, chunk.start_line, chunk.end_line)
                 # A class spans all its methods' chunks: a call to it says nothing of them.
-                called += [definition for definition in found if definition.kind != KIND_CLASS]
+                # A definition overlapping the calling chunk (a nested helper, a sibling in
+                # a merged chunk, a recursive call) would lift the caller itself.
+                called += [
+                    definition
+                    for definition in found
+                    if definition.kind != KIND_CLASS and not _overlaps(definition, chunk)
+                ]
         defining: list[Definition] = []
         if tuning.definition_weight and 0 < len(symbols) <= tuning.definition_max_symbols:
             defining = [d for symbol in symbols for d in graph.definitions(symbol)]
-        return GraphEvidence(_holding(hits, called), _holding(hits, defining))
+        calling: frozenset[str] = frozenset()
+        if asked:
+            try:
+                sites = [(r.path, r.line) for r in graph.callers(asked[0])]
+                calling = _holding_lines(hits, sites)
+            except UnknownSymbol:
+                # A language the graph does not read (C, Kotlin): the calls as written.
+                calling = calls_written(hits, asked[0])
+        return GraphEvidence(_holding(hits, called), _holding(hits, defining), calling)
 
     @property
     def path_resolver(self) -> PathResolver:
@@ -539,6 +559,30 @@ def _holding(hits: list[SearchHit], definitions: list[Definition]) -> frozenset[
         if any(
             start <= hit.chunk.end_line and hit.chunk.start_line <= end
             for start, end in spans.get(hit.chunk.path, ())
+        )
+    )
+
+
+def _overlaps(definition: Definition, chunk: Chunk) -> bool:
+    """Whether `definition`'s lines overlap `chunk`'s."""
+    return (
+        definition.path == chunk.path
+        and definition.start_line <= chunk.end_line
+        and chunk.start_line <= definition.end_line
+    )
+
+
+def _holding_lines(hits: list[SearchHit], lines: list[tuple[str, int]]) -> frozenset[str]:
+    """Ids of the hits holding one of `lines` (path, line)."""
+    wanted: dict[str, list[int]] = {}
+    for path, line in lines:
+        wanted.setdefault(path, []).append(line)
+    return frozenset(
+        hit.chunk.chunk_id
+        for hit in hits
+        if any(
+            hit.chunk.start_line <= line <= hit.chunk.end_line
+            for line in wanted.get(hit.chunk.path, ())
         )
     )
 

@@ -8,8 +8,10 @@ from codeqa.retrieval.search.rerank import (
     GraphEvidence,
     PathResolver,
     RankingTuning,
+    calls_written,
     declares_interface,
     graph_definition,
+    is_auxiliary_path,
     is_declaration_file,
     keyword_query_text,
     rerank,
@@ -145,6 +147,22 @@ def test_example_programs_rank_below_the_library_unless_the_question_asks_for_an
     assert [h.chunk.path for h in ranked][0] == "_examples/router-walk/main.go"
 
 
+def test_benchmarks_and_etc_rank_below_the_library_whatever_the_question():
+    # A pure-Python copy of a C extension's automaton, kept in etc/, shares its words.
+    hits = [
+        SearchHit(chunk("etc/py/pyahocorasick.py", 244, "Trie.iter_long"), 1.0),
+        SearchHit(chunk("benchmarks/bench_iter.py", 1, None), 0.95),
+        SearchHit(chunk("src/AutomatonSearchIterLong.c", 89, "iter_long_next", "c"), 0.9),
+    ]
+    for question in (
+        "How does iter_long find the longest matches without overlaps?",
+        "Is there an example of iter_long finding the longest matches?",
+    ):
+        ranked = rerank(hits, analyze_query(question), {}, RankingTuning(), limit=3)
+        assert ranked[0].chunk.path == "src/AutomatonSearchIterLong.c"
+    assert not is_auxiliary_path("src/etcd/client.go")  # only a folder named so
+
+
 ROUTES_INTERFACE = """// Routes interface adds methods for router traversal.
 type Routes interface {
 	// Find searches the routing tree for the pattern that matches the method/path.
@@ -268,6 +286,47 @@ def test_the_chunk_holding_the_asked_symbols_definition_moves_up_unless_its_name
         )
         == 0.0
     )
+
+
+NEXT_STATE = """TrieNode*
+ahocorasick_next(TrieNode* node, TrieNode* root, const TRIE_LETTER_TYPE letter) {
+    TrieNode* next = node;
+    while (next) {
+        TrieNode* child = trienode_get_next(next, letter);
+        if (child) return child;
+        next = next->fail;
+    }
+    return root;
+}
+"""
+
+FIND_ALL = """static PyObject*
+automaton_find_all(PyObject* self, PyObject* args) {
+    for (i = start; i < end; i++) {
+        state = ahocorasick_next(state, automaton->root, input.word[i]);
+    }
+}
+"""
+
+
+def test_asked_what_calls_a_symbol_its_call_sites_rank_above_its_definition():
+    definition = chunk("src/trie.c", 177, "ahocorasick_next", "c", NEXT_STATE)
+    prototype = chunk("src/trie.h", 1, None, "c", "TrieNode* ahocorasick_next(TrieNode*);\n")
+    caller = chunk("src/Automaton.c", 652, "automaton_find_all", "c", FIND_ALL)
+    others = [chunk("src/trienode.c", 1 + 10 * i, f"trienode_{i}", "c") for i in range(3)]
+    hits = [SearchHit(c, 1.0) for c in (definition, prototype, *others, caller)]
+    asked = analyze_query("What calls ahocorasick_next?")
+    assert asked.callers_asked == ("ahocorasick_next",)
+    # No code graph for C: the call sites are read from the text, not the prototype.
+    calling = calls_written(hits, "ahocorasick_next")
+    assert calling == frozenset({caller.chunk_id})
+    graph = GraphEvidence(calling=calling)
+    ranked = rerank(hits, asked, {}, RankingTuning(), 6, graph)
+    assert ranked[0].chunk.path == "src/Automaton.c"
+    # Asked about the function itself, its definition stays first.
+    about_it = analyze_query("What does ahocorasick_next return when no child matches?")
+    assert about_it.callers_asked == ()
+    assert rerank(hits, about_it, {}, RankingTuning(), 6)[0].chunk.path == "src/trie.c"
 
 
 def test_a_traceback_frame_keeps_its_line_and_an_error_line_its_type_and_message():

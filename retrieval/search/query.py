@@ -154,6 +154,16 @@ class QueryAnalysis:
         return frozenset(names - _NOT_SYMBOLS)
 
     @property
+    def callers_asked(self) -> tuple[str, ...]:
+        """The symbols, written as code, whose callers the question asks for ("What calls
+        nextMajor?"): its answer is their call sites, not their definitions."""
+        asked = {
+            next(group for group in match.groups() if group).rstrip(".")
+            for match in CALLERS_OF.finditer(self.text)
+        }
+        return tuple(symbol for symbol in self.symbols if symbol in asked)
+
+    @property
     def prose_names(self) -> frozenset[str]:
         """Names the question's first line spells as words: "usage error" is `UsageError`,
         "bool param type" `BoolParamType` (two or three adjacent words, joined, lower-cased)."""
@@ -165,6 +175,16 @@ class QueryAnalysis:
             for start in range(len(words) - size + 1)
         }
         return frozenset(name for name in joined if len(name) >= 6)
+
+
+# "Who calls X?", "callers of X", "where is X used?": the question asks for X's call sites
+# (the agent's graph search for them, the ranking's lift of them).
+CALLERS_OF = re.compile(
+    r"\b(?:who|what|which(?:\s+\w+)?)\s+(?:calls?|uses?|invokes?)\s+`?(?P<name>[\w.]+)"
+    r"|\bcall(?:ers|\s+sites)\s+of\s+`?(?P<of>[\w.]+)"
+    r"|\bwhere\s+(?:is|are)\s+`?(?P<used>[\w.]+)`?(?:\(\))?\s+(?:called|used|invoked)",
+    re.I,
+)
 
 
 def cap_query(text: str) -> str:

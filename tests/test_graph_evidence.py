@@ -1,0 +1,89 @@
+"""What the code graph (or, where it reads no code, the text) tells a search's ranking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.index import open_index
+from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.records import SearchMode
+
+TRIE_PY = '''class Trie:
+    def items(self):
+        """Every word stored in the trie, with its value."""
+        found = []
+
+        def visit(node, prefix):
+            found.append(prefix)
+            for letter, child in node.children.items():
+                visit(child, prefix + letter)
+
+        visit(self.root, "")
+        return found
+
+
+def words_of(trie):
+    return [word for word, _ in trie.items()]
+''' + "".join(  # past a whole-file chunk's 100 lines: one chunk per definition
+    f"\n\ndef unrelated_{n}(value):\n"
+    + "".join(f"    value += {i}\n" for i in range(8))
+    + "    return value\n"
+    for n in range(10)
+)
+
+TRIE_C = """#include "trie.h"
+
+TrieNode* trie_next(TrieNode* node, TrieNode* root, char letter) {
+    while (node) {
+        TrieNode* child = trienode_child(node, letter);
+        if (child) return child;
+        node = node->fail;
+    }
+    return root;
+}
+"""
+
+SEARCH_C = """#include "trie.h"
+
+int search_all(Automaton* automaton, const char* text, int length) {
+    TrieNode* state = automaton->root;
+    for (int i = 0; i < length; i++) {
+        state = trie_next(state, automaton->root, text[i]);
+    }
+    return 0;
+}
+"""
+
+
+def _index(tmp_path: Path, files: dict[str, str]):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(repo, settings, embed=False)
+    return open_index(repo, settings)
+
+
+def test_a_call_to_a_helper_nested_in_a_top_candidate_does_not_lift_that_candidate(tmp_path):
+    with _index(tmp_path, {"trie.py": TRIE_PY}) as index:
+        found = index.candidates("items stored in the trie", SearchMode.BM25, 10)
+        assert found is not None
+        top = found.hits[0].chunk
+        assert top.symbol and "Trie" in top.symbol.split(", ")
+        # It calls `visit`, defined inside it: that says nothing of another candidate.
+        assert top.chunk_id not in found.graph.called
+
+
+def test_asked_what_calls_a_c_function_its_call_sites_are_read_from_the_text(tmp_path):
+    files = {"trie.c": TRIE_C, "search.c": SEARCH_C, "trie.h": "TrieNode* trie_next(TrieNode*);\n"}
+    with _index(tmp_path, files) as index:
+        found = index.candidates("What calls trie_next?", SearchMode.BM25, 10)
+        assert found is not None
+        calling = {
+            hit.chunk.path for hit in found.hits if hit.chunk.chunk_id in found.graph.calling
+        }
+        assert calling == {"search.c"}  # not the definition, nor the header's prototype
+        ranked = index.search("What calls trie_next?", SearchMode.BM25, 3)
+        assert ranked[0].chunk.path == "search.c"
