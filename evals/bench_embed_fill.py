@@ -1,6 +1,7 @@
 """How fast a vector fill goes when a served embedding model sets no limit of its own.
 
     python -m codeqa.evals.bench_embed_fill REPO [--store lancedb|weaviate] [--concurrency N ...]
+        [--baseline CHECKOUT]
 
 Builds REPO's keyword index once (not timed), then for each concurrency fills its vectors
 from empty, with a fresh vector cache, through litellm against the stand-in server
@@ -11,7 +12,9 @@ store's writes. A team's GPU server is slower than the stand-in, so its own spee
 the pace, as long as this ceiling is above it.
 
 Speeds on a shared machine move with its load; compare rows of one run, and read the
-load average printed with them.
+load average printed with them. `--baseline CHECKOUT` (another checkout with its own .venv)
+fills with that checkout's code too, interleaved with this one's at each concurrency, each
+fill in a process of its own, and prints their ratio.
 """
 
 from __future__ import annotations
@@ -40,7 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--work", type=Path, default=None, help="folder for the indexes")
+    parser.add_argument("--baseline", type=Path, help="another checkout with its own .venv")
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        return _interleaved(args)
 
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-fill-"))
     server = subprocess.Popen(
@@ -79,6 +85,28 @@ def main(argv: list[str] | None = None) -> int:
         server.wait()
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _interleaved(args: argparse.Namespace) -> int:
+    """Each concurrency filled by the baseline's code, then by this checkout's."""
+    ways = {"baseline": args.baseline / ".venv" / "bin" / "python", "this": Path(sys.executable)}
+    for concurrency in args.concurrency:
+        speeds = {}
+        for way, python in ways.items():
+            command = [str(python), "-m", "codeqa.evals.bench_embed_fill", str(args.repo)]
+            command += ["--store", args.store, "--dim", str(args.dim)]
+            command += ["--concurrency", str(concurrency)]
+            if args.weaviate_url:
+                command += ["--weaviate-url", args.weaviate_url]
+            # No .pyc files written into a baseline checkout that is not ours.
+            env = os.environ | {"PYTHONDONTWRITEBYTECODE": "1"}
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            line = done.stdout.strip().splitlines()[-1]
+            speeds[way] = float(line.split(" = ")[1].split()[0].replace(",", ""))
+            print(f"{way}: {line}", flush=True)
+        ratio = speeds["this"] / speeds["baseline"]
+        print(f"concurrency {concurrency}: this / baseline = {ratio:.2f}x", flush=True)
     return 0
 
 

@@ -21,6 +21,12 @@ CHUNKS_PER_EMBED_BATCH = 256
 # the vector cache already keeps every embedded batch safe from Ctrl-C.
 CHUNKS_PER_STORE_WRITE = 4096
 
+# A vector fill rewrites the rows it gives vectors, out of the store's full-text index: it
+# rebuilds that index once the rows rewritten since the last rebuild are as many as those
+# before it, and at least this many (indexing._FillWrites). Below it (django's 7,285 chunks)
+# a fill rebuilds it once, at its end.
+FILL_REBUILDS_INDEX_AFTER = 8192
+
 # Old versions of a store's data (LanceDB keeps one per write) are deleted once older than
 # this: long enough for a reader in another process to move on, short enough that
 # re-indexing does not pile up copies of the vectors on disk. A run that leaves younger

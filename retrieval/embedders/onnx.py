@@ -157,6 +157,7 @@ class OnnxEmbedder:
         self.form = form
         self.model_cache = model_cache
         self.dim = spec.dim
+        self.concurrency = 1  # each call runs on every core (`threads`)
         self.max_tokens = max_tokens
         self.tokens_per_batch = tokens_per_batch
         self.threads = threads or os.cpu_count() or 1

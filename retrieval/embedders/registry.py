@@ -29,6 +29,12 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
+    @property
+    def concurrency(self) -> int:
+        """Embed calls worth having under way at once: a served model's requests in flight,
+        1 for a model that runs on this machine's cores (one call already uses them all)."""
+        ...
+
     def embed(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         """Vectors of shape (len(texts), dim), float32, unit length.
 

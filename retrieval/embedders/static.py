@@ -55,6 +55,7 @@ class StaticEmbedder:
     def __init__(self, spec: StaticModelSpec = WORDLLAMA_L2_SUPERCAT_256) -> None:
         self.spec = spec
         self.dim = spec.dim
+        self.concurrency = 1  # a lookup per word: nothing to wait on
         self.name = f"static:{spec.label}@{spec.distribution}=={spec.version}"
         self._loaded: tuple[Tokenizer, np.ndarray] | None = None
 

@@ -287,23 +287,67 @@ def vectors_through_cache(
     that cannot be read or written (corrupt, read-only, or held by a long write) only costs
     the embedding, for callers that someone waits on and that lose nothing by it (a search).
     """
+    lookup = look_up(cache, chunks, forgiving=forgiving)
+    vectors = embed(lookup.texts) if lookup.texts else None
+    return remember(cache, lookup, vectors, forgiving=forgiving), lookup.uncached
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLookup:
+    """What the vector cache holds for some chunks, and what is left to embed.
+
+    The two halves of `vectors_through_cache`, for a caller that embeds in another thread
+    while it writes earlier answers (indexing.fill_vectors): `look_up`, then `texts` are
+    embedded, then `remember` caches their vectors.
+    """
+
+    hashes: list[str]  # each chunk's content hash, in the chunks' order
+    found: dict[str, np.ndarray]  # content hash -> vector, from the cache
+    wanted: list[str]  # content hashes to embed, each once
+    texts: list[str]  # what is embedded for each of `wanted`
+    uncached: int  # chunks without a cached vector (a repeated text counts each time)
+
+
+def look_up(
+    cache: VectorCache | None, chunks: Sequence[Chunk], *, forgiving: bool = False
+) -> CacheLookup:
+    """What `cache` holds for `chunks` and what must be embedded (see vectors_through_cache)."""
+    # A chunk's hash is two joins and a SHA-1 of its text: once per chunk, not per use
+    # (five uses each cost a fill 0.65 s of 12.9 on django's 7,285 chunks).
+    hashes = [chunk.content_hash for chunk in chunks]
     found: dict[str, np.ndarray] = {}
     if cache is not None:
         try:
-            found = cache.get_many(chunk.content_hash for chunk in chunks)
+            found = cache.get_many(hashes)
         except StoreUnavailable:
             if not forgiving:
                 raise
-    uncached = [chunk for chunk in chunks if chunk.content_hash not in found]
-    wanted = list({chunk.content_hash: chunk for chunk in uncached}.values())
-    if wanted:
-        vectors = embed([embedding_text(chunk) for chunk in wanted])
-        fresh = dict(zip((chunk.content_hash for chunk in wanted), vectors, strict=True))
-        if cache is not None:
-            try:
-                cache.put_many(fresh)
-            except StoreUnavailable:
-                if not forgiving:
-                    raise
-        found.update(fresh)
-    return found, len(uncached)
+    wanted: dict[str, Chunk] = {}
+    uncached = 0
+    for digest, chunk in zip(hashes, chunks, strict=True):
+        if digest not in found:
+            uncached += 1
+            wanted.setdefault(digest, chunk)
+    texts = [embedding_text(chunk) for chunk in wanted.values()]
+    return CacheLookup(hashes, found, list(wanted), texts, uncached)
+
+
+def remember(
+    cache: VectorCache | None,
+    lookup: CacheLookup,
+    vectors: np.ndarray | None,
+    *,
+    forgiving: bool = False,
+) -> dict[str, np.ndarray]:
+    """Cache the `vectors` embedded for `lookup.texts`; returns every vector by content hash."""
+    if not lookup.wanted:
+        return lookup.found
+    assert vectors is not None
+    fresh = dict(zip(lookup.wanted, vectors, strict=True))
+    if cache is not None:
+        try:
+            cache.put_many(fresh)
+        except StoreUnavailable:
+            if not forgiving:
+                raise
+    return {**lookup.found, **fresh}
