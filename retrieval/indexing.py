@@ -371,9 +371,7 @@ def build_index(
                     settled.result()
                 report.seconds_to_searchable = time.perf_counter() - started
                 if embed and store.ids_missing_vectors():
-                    fill_vectors(
-                        store, cache, embedder, notify, cancel, report, directory, settle=False
-                    )
+                    fill_vectors(store, cache, embedder, notify, cancel, report, directory)
                     # The rows the fill rewrote are settled again, as before the fill: its own
                     # optimize alone left 7 of 12 BM25 top 10s unlike a clean build's after
                     # an interrupted fill resumed with edits (test_updates_equal_a_clean_build).
@@ -677,8 +675,6 @@ def fill_vectors(
     cancel: threading.Event | None = None,
     report: IndexReport | None = None,
     directory: Path | None = None,
-    *,
-    settle: bool = True,
 ) -> int:
     """Embed every stored chunk that has no vector yet; returns how many were embedded.
 
@@ -686,12 +682,12 @@ def fill_vectors(
     while this thread caches the finished ones, in order, and a store write runs in a thread
     of its own. Each embedded batch goes to the vector cache as it finishes, and batches
     still under way when the fill stops (Ctrl-C, `cancel`, a failing request) are cached
-    before it returns, so stopping at any point keeps all finished work. The store is
+    before it returns, so stopping at any point keeps all finished work and the run that
+    resumes asks for none of it again. The store is
     written in larger batches because each store write has a fixed cost (~0.3 s in LanceDB)
     whatever its size, and its indexes are rebuilt seldom (`_FillWrites`). With `directory`
     (the index's folder; the caller holds its lock) the progress is written there after
-    every batch, for `codeqa status` in any process (status.FillProgress). `settle`: end
-    with the indexes rebuilt over every row (False for a caller that settles them itself).
+    every batch, for `codeqa status` in any process (status.FillProgress).
     """
     embed_behind = partial(embedder.embed, background=True)
     pending = store.chunks_missing_vectors()
@@ -700,12 +696,36 @@ def fill_vectors(
     progress = FillProgress(os.getpid(), time.time(), total, 0, 0, 0)
     ahead = max(1, embedder.concurrency)
     under_way: deque[tuple[list[Chunk], CacheLookup, Future[np.ndarray] | None]] = deque()
+    # A text asked for by a batch still under way is not asked for again by a later one
+    # (two chunks of a file can embed alike): the later batch takes the earlier's vector.
+    asking: set[str] = set()  # content hashes the batches under way asked for
+    lent: Counter[str] = Counter()  # of those, how many later batches wait for each
+    lending: dict[str, np.ndarray] = {}  # their vectors, from the batch that asked
 
-    def finish(batch: Sequence[Chunk], lookup: CacheLookup, vectors: np.ndarray | None) -> None:
+    def start(batch: list[Chunk]) -> None:
+        lookup = look_up(cache, batch)
+        repeats = asking.intersection(lookup.wanted)
+        if repeats:
+            lookup = lookup.leaving_out(repeats)
+            lent.update(repeats)
+        asking.update(lookup.wanted)
+        asked = embedding.submit(embed_behind, lookup.texts) if lookup.texts else None
+        under_way.append((batch, lookup, asked))
+
+    def finish(batch: list[Chunk], lookup: CacheLookup, vectors: np.ndarray | None) -> None:
         nonlocal embedded, from_cache, done
         known = remember(cache, lookup, vectors)
+        for digest in lookup.wanted:
+            asking.discard(digest)
+            if digest in lent:
+                lending[digest] = known[digest]
+        for digest in lookup.borrowed:
+            known[digest] = lending[digest]
+            lent[digest] -= 1
+            if not lent[digest]:
+                del lent[digest], lending[digest]
         embedded += lookup.uncached
-        from_cache += len(batch) - lookup.uncached  # the cache, or a repeat in this batch
+        from_cache += len(batch) - lookup.uncached  # the cache, or a repeat of another chunk
         writes.add([chunk.chunk_id for chunk in batch], [known[h] for h in lookup.hashes])
         done += len(batch)
         if directory is not None:
@@ -721,30 +741,29 @@ def fill_vectors(
         _FillWrites(store) as writes,
     ):
         try:
-            for start in range(0, total, CHUNKS_PER_EMBED_BATCH):
+            for first in range(0, total, CHUNKS_PER_EMBED_BATCH):
                 _raise_if_cancelled(cancel)
-                batch = pending[start : start + CHUNKS_PER_EMBED_BATCH]
-                lookup = look_up(cache, batch)
-                asked = embedding.submit(embed_behind, lookup.texts) if lookup.texts else None
-                under_way.append((batch, lookup, asked))
+                start(pending[first : first + CHUNKS_PER_EMBED_BATCH])
                 if len(under_way) > ahead:
                     batch, lookup, asked = under_way.popleft()
                     finish(batch, lookup, asked.result() if asked else None)
             while under_way:
+                _raise_if_cancelled(cancel)
                 batch, lookup, asked = under_way.popleft()
                 finish(batch, lookup, asked.result() if asked else None)
         finally:
-            # Stopped early: what was already asked for is kept (cached and stored) rather
-            # than asked for again by the run that resumes.
-            for batch, lookup, asked in under_way:
+            # Stopped early: the batches still under way are cached, not stored, so that the
+            # run that resumes finds their vectors instead of asking for them again.
+            for _batch, lookup, asked in under_way:
                 with suppress(Exception):
-                    finish(batch, lookup, asked.result() if asked else None)
+                    if asked is not None:
+                        remember(cache, lookup, asked.result())
             if directory is not None:
                 FillProgress.clear(directory)
             if report is not None:
                 report.vectors_embedded += embedded
                 report.vectors_from_cache += from_cache
-    if total and settle and writes.unsettled:
+    if total and writes.unsettled:
         # Every row given a vector was rewritten, out of the full-text index and with its
         # old version still counted in BM25's statistics (see _settle_indexes).
         store.optimize()

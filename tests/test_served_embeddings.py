@@ -15,11 +15,14 @@ import numpy as np
 import pytest
 from codeqa.evals.embedding_server import StandinServer, make_server, standin_vector
 from codeqa.retrieval import indexing
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import STORE_FOLDER, IndexSettings, index_dir_for
 from codeqa.retrieval.embedders.litellm import PROBE_TEXT, LiteLLMEmbedder
+from codeqa.retrieval.embedders.registry import embedding_text
 from codeqa.retrieval.errors import Cancelled
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.stores.lancedb import LanceStore
 
 DIM = 32
 MODEL = "openai/standin"
@@ -123,3 +126,65 @@ def test_a_fill_from_a_served_model_resumes_where_it_stopped_and_embeds_nothing_
     asked = server.behaviour.asked
     assert sum(count for text, count in asked.items() if text != PROBE_TEXT) == total
     assert max(count for text, count in asked.items() if text != PROBE_TEXT) == 1
+
+
+def test_a_fill_keeps_its_concurrency_in_flight_across_batches_and_stores_them_in_order(
+    serve, small_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Batches of 4 chunks, each one request: only batches embedded while earlier ones are
+    # still being answered (and written) can fill the server's four slots.
+    monkeypatch.setattr(indexing, "CHUNKS_PER_EMBED_BATCH", 4)
+    server, url = serve(delay_s=0.1)
+    settings = IndexSettings(
+        index_dir=tmp_path / "index",
+        embed_model=MODEL,
+        embed_api_base=url,
+        embed_concurrency=4,
+        cache_root=tmp_path / "cache",
+    )
+    build_index(small_repo, settings, embed=False)
+    with open_index(small_repo, settings) as index:
+        index.fill_vectors()
+        assert index.vectors_missing == 0
+        chunks = index.chunks_for_path("json/decoder.py")
+    assert server.behaviour.most_in_flight == 4
+
+    # Each chunk holds its own text's vector, whatever order the answers came in.
+    store = LanceStore(index_dir_for(small_repo.resolve(), settings) / STORE_FOLDER, DIM)
+    try:
+        for chunk in chunks:
+            vector = standin_vector(embedding_text(chunk), DIM)
+            (hit,) = store.search("", vector, SearchMode.VECTOR, limit=1)
+            assert hit.chunk.chunk_id == chunk.chunk_id
+            assert hit.score == pytest.approx(1.0, abs=1e-4)
+    finally:
+        store.close()
+
+
+def test_a_text_repeated_in_batches_under_way_together_is_asked_for_once(
+    serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    lines = "".join(f"    value_{i} = request.get('field_{i}', {i})\n" for i in range(30))
+    # Twelve identical definitions: twelve chunks, one text to embed.
+    (repo / "pkg" / "handlers.py").write_text(
+        f"def handler(request):\n{lines}    return 0\n\n\n" * 12
+    )
+    monkeypatch.setattr(indexing, "CHUNKS_PER_EMBED_BATCH", 2)
+    server, url = serve(delay_s=0.05)
+    settings = IndexSettings(
+        index_dir=tmp_path / "index",
+        embed_model=MODEL,
+        embed_api_base=url,
+        embed_concurrency=4,
+        cache_root=tmp_path / "cache",
+    )
+    build_index(repo, settings, embed=False)
+    with open_index(repo, settings) as index:
+        index.fill_vectors()
+        assert index.vectors_missing == 0
+        assert index.chunk_count == 12
+
+    asked = server.behaviour.asked
+    assert sum(count for text, count in asked.items() if text != PROBE_TEXT) == 1

@@ -305,7 +305,21 @@ class CacheLookup:
     found: dict[str, np.ndarray]  # content hash -> vector, from the cache
     wanted: list[str]  # content hashes to embed, each once
     texts: list[str]  # what is embedded for each of `wanted`
-    uncached: int  # chunks without a cached vector (a repeated text counts each time)
+    uncached: int  # chunks to embed (a repeated text counts each time)
+    borrowed: frozenset[str] = frozenset()  # content hashes left to another's embedding
+
+    def leaving_out(self, hashes: set[str]) -> CacheLookup:
+        """This lookup with `hashes` left to someone else to embed (`borrowed`): their vectors
+        are added to what `remember` returns by the caller."""
+        keep = [i for i, digest in enumerate(self.wanted) if digest not in hashes]
+        return CacheLookup(
+            self.hashes,
+            self.found,
+            [self.wanted[i] for i in keep],
+            [self.texts[i] for i in keep],
+            self.uncached - sum(1 for digest in self.hashes if digest in hashes),
+            self.borrowed | hashes,
+        )
 
 
 def look_up(
@@ -341,7 +355,7 @@ def remember(
 ) -> dict[str, np.ndarray]:
     """Cache the `vectors` embedded for `lookup.texts`; returns every vector by content hash."""
     if not lookup.wanted:
-        return lookup.found
+        return dict(lookup.found)
     assert vectors is not None
     fresh = dict(zip(lookup.wanted, vectors, strict=True))
     if cache is not None:
