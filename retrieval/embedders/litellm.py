@@ -110,7 +110,10 @@ class LiteLLMEmbedder:
             texts[start : start + self.batch_size]
             for start in range(0, len(texts), self.batch_size)
         ]
-        if len(parts) == 1 or self.concurrency == 1:
+        # Background calls (a fill's, several under way at once) always go through the
+        # senders, so that together they never have more than `concurrency` requests in
+        # flight; a call someone waits for, of one request, goes at once, not behind them.
+        if self.concurrency == 1 or (len(parts) == 1 and not background):
             batches = [self._request(part) for part in parts]
         else:
             batches = list(self._senders().map(self._request, parts))  # in the order of `texts`
