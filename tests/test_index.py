@@ -354,3 +354,29 @@ def test_asking_another_store_of_an_index_says_how_to_keep_both_without_a_rebuil
     assert "--store lancedb" in message
     assert "--store weaviate --index-dir" in message  # a second folder keeps both
     assert "would replace the lancedb index" in message  # --rebuild is no switch
+
+
+def test_a_long_fill_rebuilds_the_full_text_index_only_as_its_rewritten_rows_double(
+    small_repo, index_dir, monkeypatch
+):
+    # Small constants stand for 4,096-row writes and the 8,192-row floor.
+    monkeypatch.setattr(index_module, "CHUNKS_PER_EMBED_BATCH", 4)
+    monkeypatch.setattr(index_module, "CHUNKS_PER_STORE_WRITE", 4)
+    monkeypatch.setattr(index_module, "FILL_REBUILDS_INDEX_AFTER", 8)
+    settings = IndexSettings(index_dir=index_dir, embed_model="wordllama")
+    build_index(small_repo, settings, embed=False)
+    rebuilt_at: list[int] = []  # rows holding a vector at each rebuild
+    optimize = LanceStore.optimize
+
+    def counting(store: LanceStore) -> None:
+        rebuilt_at.append(store.count() - len(store.ids_missing_vectors()))
+        optimize(store)
+
+    monkeypatch.setattr(LanceStore, "optimize", counting)
+    with open_index(small_repo, settings) as index:
+        total = index.vectors_missing
+        index.fill_vectors()
+        assert index.vectors_missing == 0
+    assert total > 32
+    doubling = [rows for rows in (8, 16, 32, 64, 128, 256) if rows < total]
+    assert rebuilt_at == [*doubling, total]
