@@ -18,6 +18,7 @@ DISPOSABLE = "it only saves embedding again, so deleting it loses nothing"
 
 # SQLite caps the number of "?" in one statement (999 on old builds).
 _HASHES_PER_QUERY = 900
+_ROWS_PER_INSERT = _HASHES_PER_QUERY // 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
@@ -132,11 +133,16 @@ class VectorCache:
                 return
             try:
                 with self._transaction():
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO vectors (embedder, content_hash, vector)"
-                        " VALUES (?, ?, ?)",
-                        rows,
-                    )
+                    # Many rows a statement: Python's sqlite3 lets go of the GIL for every
+                    # row an `executemany` steps through, and while a fill's request threads
+                    # hold it each row waited for it back (256 rows: ~70 ms instead of ~15).
+                    for start in range(0, len(rows), _ROWS_PER_INSERT):
+                        part = rows[start : start + _ROWS_PER_INSERT]
+                        self._db.execute(
+                            "INSERT OR REPLACE INTO vectors (embedder, content_hash, vector)"
+                            " VALUES " + ",".join(["(?, ?, ?)"] * len(part)),
+                            [value for row in part for value in row],
+                        )
                 return
             except sqlite3.Error as error:
                 if not _damaged(error):  # a full disk, a read-only folder: the run stops
