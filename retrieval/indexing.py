@@ -679,15 +679,15 @@ def fill_vectors(
     """Embed every stored chunk that has no vector yet; returns how many were embedded.
 
     The requests run ahead of the writes: `embedder.concurrency` batches are being embedded
-    while this thread caches the finished ones, in order, and a store write runs in a thread
-    of its own. Each embedded batch goes to the vector cache as it finishes, and batches
-    still under way when the fill stops (Ctrl-C, `cancel`, a failing request) are cached
-    before it returns, so stopping at any point keeps all finished work and the run that
-    resumes asks for none of it again. The store is written in larger batches because each
-    store write has a fixed cost (~0.3 s in LanceDB) whatever its size, and its indexes are
-    rebuilt seldom (`_FillWrites`). With `directory`
-    (the index's folder; the caller holds its lock) the progress is written there after
-    every batch, for `codeqa status` in any process (status.FillProgress).
+    while this thread caches and stores the finished ones, in order. Each embedded batch
+    goes to the vector cache as it finishes, and batches still under way when the fill
+    stops (Ctrl-C, `cancel`, a failing request) are cached before it returns, so stopping
+    at any point keeps all finished work and the run that resumes asks for none of it
+    again. The store is written in larger batches because each store write has a fixed
+    cost (~0.3 s in LanceDB) whatever its size, and its indexes are rebuilt seldom
+    (`_FillWrites`). With `directory` (the index's folder; the caller holds its lock) the
+    progress is written there after every batch, for `codeqa status` in any process
+    (status.FillProgress).
     """
     embed_behind = partial(embedder.embed, background=True)
     pending = store.chunks_missing_vectors()
@@ -771,8 +771,12 @@ def fill_vectors(
 
 
 class _FillWrites:
-    """A fill's vectors on their way to the store: CHUNKS_PER_STORE_WRITE at a time, each
-    write in a thread of its own while the next batches are embedded (one write at a time).
+    """A fill's vectors on their way to the store, CHUNKS_PER_STORE_WRITE at a time.
+
+    Written in the fill's own thread, while the batches under way are still being embedded.
+    In a thread of their own the writes overlapped the requests fully, but a Weaviate fill
+    then went at half its speed (395 -> 195 chunks/s, load ~3): the client's batch threads
+    and the request threads contend for the GIL.
 
     Every row given a vector is rewritten, out of the full-text index (searched flat until
     it is rebuilt). Kept up write by write, the index was rebuilt whenever 5,000 rows were
@@ -789,8 +793,6 @@ class _FillWrites:
         self.unsettled = 0  # of `written`, rows rewritten since the indexes were rebuilt
         self._ids: list[str] = []
         self._vectors: list[np.ndarray] = []
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="codeqa-fill-write")
-        self._writing: Future[tuple[int, bool]] | None = None
 
     def add(self, chunk_ids: Sequence[str], vectors: Sequence[np.ndarray]) -> None:
         self._ids.extend(chunk_ids)
@@ -799,38 +801,22 @@ class _FillWrites:
             self.flush()
 
     def flush(self) -> None:
-        """Start writing what is buffered, once the write before it is done."""
-        self._wait()
-        if self._ids:
-            ids, vectors = self._ids, np.stack(self._vectors)
-            self._ids, self._vectors = [], []
-            self._writing = self._writer.submit(self._write, ids, vectors)
-
-    def _write(self, chunk_ids: list[str], vectors: np.ndarray) -> tuple[int, bool]:
-        """Runs in the writer thread; the counts it reads change only once it is done."""
-        self.store.set_vectors(chunk_ids, vectors)
-        rewritten = self.unsettled + len(chunk_ids)
-        if rewritten < max(FILL_REBUILDS_INDEX_AFTER, self.written - self.unsettled):
-            return len(chunk_ids), False
-        self.store.optimize()
-        return len(chunk_ids), True
-
-    def _wait(self) -> None:
-        if self._writing is not None:
-            writing, self._writing = self._writing, None
-            count, rebuilt = writing.result()
-            self.written += count
-            self.unsettled = 0 if rebuilt else self.unsettled + count
+        if not self._ids:
+            return
+        ids, vectors = self._ids, np.stack(self._vectors)
+        self._ids, self._vectors = [], []
+        self.store.set_vectors(ids, vectors)
+        self.written += len(ids)
+        self.unsettled += len(ids)
+        if self.unsettled >= max(FILL_REBUILDS_INDEX_AFTER, self.written - self.unsettled):
+            self.store.optimize()
+            self.unsettled = 0
 
     def __enter__(self) -> _FillWrites:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            self.flush()
-            self._wait()
-        finally:
-            self._writer.shutdown(wait=True)
+        self.flush()
 
 
 def _raise_if_cancelled(cancel: threading.Event | None) -> None:

@@ -135,7 +135,7 @@ class VectorCache:
                 with self._transaction():
                     # Many rows a statement: Python's sqlite3 lets go of the GIL for every
                     # row an `executemany` steps through, and while a fill's request threads
-                    # hold it each row waited for it back (256 rows: ~70 ms instead of ~15).
+                    # hold it, each row waits to get it back.
                     for start in range(0, len(rows), _ROWS_PER_INSERT):
                         part = rows[start : start + _ROWS_PER_INSERT]
                         self._db.execute(
