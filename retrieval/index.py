@@ -30,6 +30,7 @@ from codeqa.retrieval.errors import (
     ConfigError,
     IndexMismatch,
     IndexNotFound,
+    IndexNotWritable,
     StoreUnavailable,
     UnknownSymbol,
 )
@@ -487,6 +488,21 @@ class Index:
                 )
             finally:
                 cache.close()
+                self._record_vectors_missing()
+
+    def _record_vectors_missing(self) -> None:
+        """Write the count of chunks still without a vector into the manifest, after a fill
+        finished or stopped (the caller holds the lock), so that a status or a search reads
+        it there instead of scanning the store; the manifest's later readers reopen."""
+        manifest = Manifest.load(self.directory)
+        if manifest is None or manifest.chunks is None:
+            return  # a run that did not finish: the next one counts
+        missing = len(self._store.ids_missing_vectors())
+        self.manifest.vectors_missing = missing  # this index's searches: all filled or not
+        if missing != manifest.vectors_missing:
+            manifest.vectors_missing = missing
+            with suppress(IndexNotWritable):  # read-only: status then overcounts what is left
+                manifest.save(self.directory)
 
     def close(self) -> None:
         with self._store_lock:

@@ -287,7 +287,10 @@ def build_index(
             and not removed
             and not resuming
             and graph_current
-            and manifest.complete_chunks is not None
+            # The counts the last run left: a keyword refresh needs only them, a run that
+            # fills needs every vector in place.
+            and manifest.chunks is not None
+            and (manifest.complete_chunks is not None or not embed)
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run,
             # unless old versions an earlier run left are due to go.
@@ -302,7 +305,8 @@ def build_index(
             if manifest.stamps != stamps_before:  # files read this time: skip them next time
                 with suppress(IndexNotWritable):  # stamps only save reading: a read-only
                     manifest.save(directory)  # index is current without them
-            report.chunks_total = manifest.complete_chunks
+            report.chunks_total = manifest.chunks
+            report.vectors_pending = manifest.vectors_missing or 0
             if embed:  # `codeqa index`, the fix --check names, mends a damaged cache here too
                 with VectorCache(
                     vector_cache_path(settings, directory), embedder.name, repair=True
@@ -310,7 +314,7 @@ def build_index(
                     report.vector_cache_note = cache.note() if cache.repaired else None
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
             return report
-        manifest.complete_chunks = None  # unknown until this run finishes
+        manifest.chunks = manifest.vectors_missing = None  # unknown until this run finishes
         manifest.indexes_settled = False
         manifest.save(directory)
         workers = settings.parse_workers
@@ -374,8 +378,8 @@ def build_index(
                     _settle_indexes(store, report)
                 report.vectors_pending = len(store.ids_missing_vectors())
                 report.chunks_total = store.count()
-                if report.vectors_pending == 0:
-                    manifest.complete_chunks = report.chunks_total
+                manifest.chunks = report.chunks_total
+                manifest.vectors_missing = report.vectors_pending
                 manifest.indexes_settled = True
                 # Counted, not pruned: the run's optimize just pruned what was due, and another
                 # pass costs as much as that optimize (14 s of a monorepo's one-file refresh).
