@@ -375,8 +375,11 @@ class Index:
         """The code graph built with this index: definitions, callers, callees, impact."""
         if self._graph is None:
             path = self.directory / GRAPH_NAME
-            # Read again: a refresh since this index was opened may have built the graph.
-            manifest = Manifest.load(self.directory) or self.manifest
+            manifest = self.manifest
+            if manifest.graph_version != GRAPH_VERSION:
+                # Read again: a refresh since this index was opened may have built the
+                # graph. Only then: a monorepo's manifest is 0.1-0.3 s to read.
+                manifest = Manifest.load(self.directory) or self.manifest
             if manifest.graph_version != GRAPH_VERSION or not path.is_file():
                 raise IndexNotFound(
                     f"the index of {self.repo_root} has no code graph yet; "

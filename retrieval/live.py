@@ -346,6 +346,24 @@ class LiveIndex:
                 return  # another borrower reopened it meanwhile
             self._swap(open_index(self.repo, self.settings, index.loaded_embedder), mark)
 
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """Work someone waits for (a served request) runs inside: the fill's model batches,
+        which take every core, wait between batches (~0.1 s each) until it ends.
+
+        Only an embedder sharing this machine's cores (the bundled model) offers turns; a
+        served one needs none.
+        """
+        filler, index = self._filler, self._index
+        model = index.loaded_embedder if index is not None else None
+        turns = getattr(model, "foreground", None)
+        with (
+            turns()
+            if turns is not None and filler is not None and filler.running
+            else nullcontext()
+        ):
+            yield
+
     def vectors_missing(self) -> int:
         """Chunks without a vector now, as status counts them (from the manifest and the
         running fill's progress where it can: no table scan for every search)."""
@@ -373,7 +391,20 @@ class LiveIndex:
         with self._lock:
             seen = None if self._unrefreshed is None else len(self._unrefreshed)
         with self.borrow() as index:
-            return index_status(self.repo, self.settings, index, changed_since=seen)
+            # The open index's manifest is the one on disk while the file is the one it
+            # was opened from (the borrow reopened it otherwise) and no refresh writes it.
+            current = (
+                not self._refresh_lock.locked()
+                and index is self._index
+                and _manifest_mark(index.directory) == self._manifest_mark
+            )
+            return index_status(
+                self.repo,
+                self.settings,
+                index,
+                changed_since=seen,
+                manifest=index.manifest if current else None,
+            )
 
     @property
     def refresh_step(self) -> ProgressEvent | None:
@@ -414,7 +445,9 @@ class LiveIndex:
         if not self._fill_wanted or self._fill_stopped or self._closed or self._index is None:
             return
         with self.borrow() as index:
-            missing = index.vectors_missing
+            # Counted as status counts (the manifest, not a scan of a monorepo's table
+            # after every refresh).
+            missing = index_counts(self.repo, self.settings, index.manifest, index, None)[1]
         self._vectors_complete = not missing
         if missing:
             self._filler = _VectorFill(self, missing)
