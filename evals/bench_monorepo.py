@@ -19,7 +19,9 @@ ratio and the load average when each figure was taken:
   for a user): `search` (bm25, hybrid) and `status`, median wall seconds.
 
 `--baseline CHECKOUT` runs the in-process commands with another checkout's
-`.venv/bin/codeqa` too, in the same rounds (before/after in one run). `--keep` keeps the
+`.venv/bin/codeqa` too, in the same rounds, and its own `serve` beside this one's
+(before/after in one run), each checkout on its own copy of the index (a copy made once,
+`index-NAME-baseline`): a checkout writes the manifest in its own format. `--keep` keeps the
 built indexes in `--work`, and a later run reuses them (then the cold-index lines are
 those of the first run, read back from `--work`). Targets (issue 43): keyword index
 ≤ 10 min and ≤ 2 GB; each in-process command ≤ 2x django's; warm search ≤ 0.3 s, warm

@@ -15,6 +15,11 @@ FILES_PER_BATCH = 256
 # Chunks embedded per call: the offline model batches internally; a remote model
 # pays one HTTP round trip per batch, so larger batches mean fewer round trips.
 CHUNKS_PER_EMBED_BATCH = 256
+# A model on this machine's cores (the bundled one) is given a fill batch this many chunks
+# at a time, the fill's stop checked between: a refresh stopping the fill waited for a
+# whole batch, ~10 CPU-s (27 s of a monorepo's 48 s edit-to-searchable under serve). The
+# model sorts and pads by length within each part; code chunks fill its 128-token window.
+CHUNKS_PER_LOCAL_EMBED_STEP = 32
 
 # Vectors are written to the store in larger batches than they are embedded: a
 # store write has a fixed cost (~0.3 s for a LanceDB merge) whatever its size, and

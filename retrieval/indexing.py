@@ -30,6 +30,7 @@ import numpy as np
 from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits
 from codeqa.retrieval.config import (
     CHUNKS_PER_EMBED_BATCH,
+    CHUNKS_PER_LOCAL_EMBED_STEP,
     CHUNKS_PER_STORE_WRITE,
     FILES_PER_BATCH,
     PRUNE_OLD_VERSIONS_AFTER,
@@ -47,6 +48,7 @@ from codeqa.retrieval.discovery.walk_cache import WalkCache
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
     Embedder,
+    foreground_turns,
     load_embedder,
 )
 from codeqa.retrieval.embedders.vector_cache import (
@@ -684,7 +686,7 @@ def fill_vectors(
     (the index's folder; the caller holds its lock) the progress is written there after
     every batch, for `codeqa status` in any process (status.FillProgress).
     """
-    embed_behind = partial(embedder.embed, background=True)
+    embed_behind = partial(_embed_behind, embedder, cancel)
     pending = store.chunks_missing_vectors()
     total = len(pending)
     embedded = from_cache = written = 0
@@ -728,6 +730,23 @@ def fill_vectors(
         # old version still counted in BM25's statistics (see _settle_indexes).
         store.optimize()
     return embedded
+
+
+def _embed_behind(
+    embedder: Embedder, cancel: threading.Event | None, texts: Sequence[str]
+) -> np.ndarray:
+    """The fill's embedding: a model on this machine's cores gets the texts a step at a
+    time, stopping between steps when cancelled (the batch's vectors are then lost, a few
+    seconds of work, rather than kept by making the refresh wait for them); a served model
+    gets them all at once, to send as concurrent requests."""
+    if foreground_turns(embedder) is None:
+        return embedder.embed(texts, background=True)
+    parts = []
+    for start in range(0, len(texts), CHUNKS_PER_LOCAL_EMBED_STEP):
+        _raise_if_cancelled(cancel)
+        step = texts[start : start + CHUNKS_PER_LOCAL_EMBED_STEP]
+        parts.append(embedder.embed(step, background=True))
+    return np.concatenate(parts) if parts else embedder.embed(texts, background=True)
 
 
 def _raise_if_cancelled(cancel: threading.Event | None) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.embedders.registry import Embedder
+from codeqa.retrieval.embedders.registry import Embedder, foreground_turns
 from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy, IndexNotFound
 from codeqa.retrieval.fill_progress import FillProgress
 from codeqa.retrieval.index import Index, open_index
@@ -356,7 +356,7 @@ class LiveIndex:
         """
         filler, index = self._filler, self._index
         model = index.loaded_embedder if index is not None else None
-        turns = getattr(model, "foreground", None)
+        turns = foreground_turns(model)
         with (
             turns()
             if turns is not None and filler is not None and filler.running

@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 
+import pytest
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import build_index, index_lock
 from codeqa.tui.cli import main
@@ -227,3 +228,34 @@ def test_a_watched_index_counts_the_changes_its_watcher_saw_instead_of_scanning(
             assert live.status().files_changed_since == 1
         live.refresh(changed=[])
         assert live.status().files_changed_since == 0
+
+
+def test_a_fill_on_this_machines_cores_stops_within_a_step_not_after_its_whole_batch(
+    tmp_path, monkeypatch
+):
+    # A refresh stops the fill and waits for it: it waited for a whole batch of 256
+    # chunks (~10 CPU-s of the bundled model), most of a monorepo's edit-to-searchable.
+    import threading
+
+    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, CHUNKS_PER_LOCAL_EMBED_STEP
+    from codeqa.retrieval.embedders import onnx
+    from codeqa.retrieval.errors import Cancelled
+    from codeqa.retrieval.index import open_index
+
+    repo = tmp_path / "repo"
+    modules(repo, CHUNKS_PER_EMBED_BATCH)
+    settings = IndexSettings(index_dir=tmp_path / "index")  # the bundled model
+    build_index(repo, settings, embed=False)
+    stop = threading.Event()
+    embedded: list[int] = []
+    run = onnx._LoadedModel.run
+
+    def counted(model, token_ids):
+        stop.set()  # a refresh asks the fill to stop as its first model batch runs
+        embedded.append(len(token_ids))
+        return run(model, token_ids)
+
+    monkeypatch.setattr(onnx._LoadedModel, "run", counted)
+    with open_index(repo, settings) as index, pytest.raises(Cancelled):
+        index.fill_vectors(cancel=stop)
+    assert 0 < sum(embedded) <= CHUNKS_PER_LOCAL_EMBED_STEP
