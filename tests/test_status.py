@@ -259,3 +259,24 @@ def test_a_fill_on_this_machines_cores_stops_within_a_step_not_after_its_whole_b
     with open_index(repo, settings) as index, pytest.raises(Cancelled):
         index.fill_vectors(cancel=stop)
     assert 0 < sum(embedded) <= CHUNKS_PER_LOCAL_EMBED_STEP
+
+
+def test_a_manifest_written_before_the_counts_were_kept_still_reads_as_complete(
+    tmp_path, monkeypatch
+):
+    from codeqa.retrieval.manifest import MANIFEST_NAME
+    from codeqa.retrieval.status import index_status
+
+    repo = tmp_path / "repo"
+    modules(repo, 3)
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    total = build_index(repo, settings).chunks_total
+    path = tmp_path / "index" / MANIFEST_NAME
+    written = json.loads(path.read_text())
+    del written["chunks"], written["vectors_missing"]
+    path.write_text(json.dumps(written | {"complete_chunks": total}))
+    refuse_to_open_the_store(monkeypatch)
+
+    status = index_status(repo, settings)
+    assert status.chunks == total and status.vectors_filled_percent == 100.0
+    assert status.pending == []
