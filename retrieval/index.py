@@ -491,7 +491,10 @@ class Index:
                 )
             finally:
                 cache.close()
-                self._record_vectors_missing()
+                # Only a saving for later readers: a failure here (the disk that stopped the
+                # fill) must not hide the fill's own error; the count is then left high.
+                with suppress(Exception):
+                    self._record_vectors_missing()
 
     def _record_vectors_missing(self) -> None:
         """Write the count of chunks still without a vector into the manifest, after a fill
