@@ -71,13 +71,13 @@ from codeqa.retrieval.stores.protocol import (
     resolve_query_vector,
     unique_by_id,
 )
+from codeqa.retrieval.stores.weaviate_build import installed_binary
 from codeqa.retrieval.stores.weaviate_embedded import EmbeddedServer, start_embedded_server
 from codeqa.retrieval.stores.weaviate_server import (
     DEFAULT_COLLECTION_PREFIX,
     ServerTimeouts,
     WeaviateTarget,
     connect,
-    embedded_binary,
     lock_embedded,
     one_line,
     repository_label,
@@ -249,7 +249,7 @@ class _EmbeddedServers:
 
 def _start(target: WeaviateTarget, timeouts: ServerTimeouts, lock_file: IO[str]) -> _RunningServer:
     """Start the target's embedded server (its folder locked) and connect to it."""
-    server = start_embedded_server(embedded_binary(target, timeouts), target.data_dir)
+    server = start_embedded_server(installed_binary(target.binary_dir), target.data_dir)
     try:
         client = connect(target, timeouts, server.address, server.api_key)
     except BaseException:
