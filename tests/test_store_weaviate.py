@@ -157,10 +157,17 @@ def test_the_binary_is_named_for_the_version_and_the_patch_so_an_unpatched_one_i
 
 
 def test_the_patch_binds_both_listeners_on_the_host_codeqa_names():
-    edits = {(edit.old, edit.new) for edit in weaviate_build.SOURCE_PATCH}
-    for port in ("state.ServerConfig.Config.GRPC.Port", "Config.Cluster.DataBindPort"):
-        [(old, new)] = [(old, new) for old, new in edits if port in old]
-        assert '":%d"' in old  # upstream: every interface
+    binds = {
+        edit.path: edit.new
+        for edit in weaviate_build.SOURCE_PATCH
+        if '":%d"' in edit.old  # upstream's ":port": every interface
+    }
+    # gRPC, and the cluster API's server (the data port, HTTP and gRPC).
+    assert set(binds) == {
+        "adapters/handlers/grpc/server.go",
+        "adapters/handlers/rest/clusterapi/serve.go",
+    }
+    for new in binds.values():
         assert f'net.JoinHostPort(os.Getenv("{LISTEN_HOST_ENV}")' in new
 
 

@@ -2,11 +2,12 @@
 one small patch that keeps every port on the address codeqa names.
 
 Weaviate 1.39.3 binds its gRPC port and its cluster data port on ":port", every interface,
-with no setting to change it (adapters/handlers/grpc/server.go, StartAndListen; and
-adapters/handlers/rest/clusterapi/grpc/server.go, Server.Serve), and the Go module proxy
+with no setting to change it (adapters/handlers/grpc/server.go, StartAndListen; and the
+cluster API's HTTP server, adapters/handlers/rest/clusterapi/serve.go, NewServer, which also
+carries its gRPC), and the Go module proxy
 refuses the releases after it. So codeqa builds the pinned release from its module source
 (fetched and checked against the Go checksum database by `go mod download`), with those two
-listen calls taking their host from `LISTEN_HOST_ENV`; unset, they bind every interface as
+listeners taking their host from `LISTEN_HOST_ENV`; unset, they bind every interface as
 upstream does, so a cluster node started from the same binary behaves as Weaviate's own.
 
 The patch applies to exactly the pinned files (their SHA-256 is checked before patching), and
@@ -58,7 +59,7 @@ class SourceEdit:
 _LISTEN_ON_HOST = (
     f'net.Listen("tcp", net.JoinHostPort(os.Getenv("{LISTEN_HOST_ENV}"),\n\t\tfmt.Sprint('
 )
-# The two listen calls take their host from LISTEN_HOST_ENV ("os" is imported for it).
+# The two listeners take their host from LISTEN_HOST_ENV ("os", "net" imported for it).
 SOURCE_PATCH = (
     SourceEdit(
         "adapters/handlers/grpc/server.go",
@@ -73,17 +74,16 @@ SOURCE_PATCH = (
         '\t"net"\n\t"os"\n',
     ),
     SourceEdit(
-        "adapters/handlers/rest/clusterapi/grpc/server.go",
-        "c3e28cfa1a0add9eae6a0f6846f3a0e91922db7aba50a82b7dd978b6be22b41c",
-        'net.Listen("tcp", fmt.Sprintf(":%d",\n'
-        "\t\ts.state.ServerConfig.Config.Cluster.DataBindPort))",
-        _LISTEN_ON_HOST + "s.state.ServerConfig.Config.Cluster.DataBindPort)))",
+        "adapters/handlers/rest/clusterapi/serve.go",
+        "c8ca4392ff99ba23b9d417f45b878b799d97b685f24adba3235bb672bf97093d",
+        'Addr:      fmt.Sprintf(":%d", port),',
+        f'Addr:      net.JoinHostPort(os.Getenv("{LISTEN_HOST_ENV}"), fmt.Sprint(port)),',
     ),
     SourceEdit(
-        "adapters/handlers/rest/clusterapi/grpc/server.go",
-        "c3e28cfa1a0add9eae6a0f6846f3a0e91922db7aba50a82b7dd978b6be22b41c",
-        '\t"net"\n',
-        '\t"net"\n\t"os"\n',
+        "adapters/handlers/rest/clusterapi/serve.go",
+        "c8ca4392ff99ba23b9d417f45b878b799d97b685f24adba3235bb672bf97093d",
+        '\t"net/http"\n',
+        '\t"net"\n\t"net/http"\n\t"os"\n',
     ),
 )
 
