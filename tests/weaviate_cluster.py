@@ -156,6 +156,24 @@ class WeaviateCluster:
             nodes = json.load(response).get("nodes", [])
         return {n["name"] for n in nodes if n.get("status") == "HEALTHY"}
 
+    def leader(self) -> Node | None:
+        """The node the running nodes see as Raft leader; None while they elect one."""
+        for via in (n for n in self.nodes if n.running):
+            request = urllib.request.Request(
+                f"{via.url}/v1/cluster/statistics",
+                headers={"Authorization": f"Bearer {self.api_key}"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    statistics = json.load(response).get("statistics", [])
+            except (urllib.error.URLError, OSError, ValueError):
+                continue
+            for node in statistics:
+                if (node.get("raft") or {}).get("state") == "Leader":
+                    return next(n for n in self.nodes if n.name == node.get("name"))
+            return None
+        return None
+
     def object_counts(self, collection: str) -> dict[str, int]:
         """Objects of `collection` each running node holds (its own shards' replicas)."""
         request = urllib.request.Request(
