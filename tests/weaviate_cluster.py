@@ -57,6 +57,8 @@ class WeaviateCluster:
     binary: Path
     root: Path
     api_key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    # Off only to show what it prevents (evals/bench_cluster_faults.py drift).
+    async_indexing: bool = True
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -111,7 +113,7 @@ class WeaviateCluster:
             # async replication, comparing objects, never repairs: its searches miss them.
             # Async indexing queues vectors durably and indexes the rest at restart
             # (docs/weaviate.md recommends it for a team's cluster).
-            "ASYNC_INDEXING": "true",
+            "ASYNC_INDEXING": str(self.async_indexing).lower(),
         }
         if node is not first:
             env["CLUSTER_JOIN"] = f"127.0.0.1:{first.gossip_port}"
