@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from codeqa.evals.bench_update_drift import QUERIES, top_tens
+from codeqa.evals.bench_update_drift import REQUESTS_QUERIES, top_tens
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import build_index
 from codeqa.retrieval.records import SearchMode
@@ -143,12 +143,14 @@ def drift(work: Path, async_indexing: bool) -> None:
         files[11].write_text(files[11].read_text().replace("def ", "def  ", 1))
         build_index(repo, settings(first, "updated"))
         build_index(repo, settings(first, "clean"))
+        modes = list(SearchMode)
         for pause in (5, 30):
             time.sleep(pause)
-            print(f"{pause} s later, top 10s differing from the clean build, of {len(QUERIES)}:")
+            asked = len(REQUESTS_QUERIES)
+            print(f"{pause} s later, top 10s differing from the clean build, of {asked}:")
             for node in cluster.nodes:
-                clean = top_tens(repo, settings(node, "clean"))
-                updated = top_tens(repo, settings(node, "updated"))
+                clean = top_tens(repo, settings(node, "clean"), REQUESTS_QUERIES, modes)
+                updated = top_tens(repo, settings(node, "updated"), REQUESTS_QUERIES, modes)
                 differing = [key[1] for key in clean if clean[key] != updated[key]]
                 counts = ", ".join(f"{m.value} {differing.count(m.value)}" for m in SearchMode)
                 print(f"  via {node.name}: {counts}")
