@@ -1,5 +1,5 @@
 """How far keyword search drifts from a clean build while a refresh leaves the full-text
-index unsettled: the figures behind config.KEYWORD_DRIFT_SHARE.
+index unsettled (`build_index(settle=False)`): why every command's run settles it.
 
     nice -n 10 .venv/bin/python -m codeqa.evals.bench_settle_drift REPO --index-dir DIR \
         --work /tmp/drift --edits 1 5 20 --queries 100
@@ -24,9 +24,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
-from codeqa.retrieval import indexing
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.index import Index, open_index
 from codeqa.retrieval.indexing import build_index
@@ -98,8 +96,7 @@ def measure(repo: Path, index_dir: Path, work: Path, files: int, queries: int, s
                 originals[path] + f"\n\n{mark} drift probe {n}: {probe}\n".encode()
             )
         began = time.perf_counter()
-        with mock.patch.object(indexing, "KEYWORD_DRIFT_SHARE", 1.0):  # never settle
-            report = build_index(repo, settings, embed=False)
+        report = build_index(repo, settings, embed=False, settle=False)
         refresh_s = time.perf_counter() - began
         with open_index(repo, settings) as index:
             edited_words = [_words(index, rng.choice(edited), rng) for _ in range(queries // 2)]
