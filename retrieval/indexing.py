@@ -365,9 +365,17 @@ def build_index(
                 # the graph: on django ~0.7 s and ~0.4 s that were paid one after the other.
                 # They share nothing (the store's files, graph.sqlite); on a disk that fills
                 # up, either may be the one refused (errors.NEARLY_FULL_BYTES).
+                # A short fill rewrites its rows at once and settles after them: settling
+                # before it too would pay LanceDB's table rewrite twice (a `codeqa index`
+                # after a one-file edit). A long one, minutes or hours, finds the keyword
+                # index exact while it runs; a new one has no keyword index until settled.
+                to_fill = len(store.ids_missing_vectors()) if embed else 0
+                short_fill = 0 < to_fill <= CHUNKS_PER_STORE_WRITE
+                settle_now = settle and not (short_fill and store.keyword_drift() is not None)
+
                 def keyword_index() -> None:
                     began = time.perf_counter()
-                    _settle_indexes(store, report, settle=settle)
+                    _settle_indexes(store, report, settle=settle_now)
                     report.seconds_keyword_index = time.perf_counter() - began
 
                 with ThreadPoolExecutor(1, thread_name_prefix="codeqa-settle") as settler:
@@ -375,7 +383,7 @@ def build_index(
                     _refresh_graph(directory, root, settings, manifest, graphs, report)
                     settled.result()
                 report.seconds_to_searchable = time.perf_counter() - started
-                if embed and store.ids_missing_vectors():
+                if to_fill:
                     fill_vectors(store, cache, embedder, notify, cancel, report, directory)
                     # The rows the fill rewrote count as changed, like the files' (its own
                     # optimize alone left 7 of 12 BM25 top 10s unlike a clean build's after
