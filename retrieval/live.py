@@ -473,7 +473,8 @@ class LiveIndex:
             filler.stop()
 
     def _fill(self, missing: int, cancel: threading.Event) -> None:
-        """The fill thread's work: embed what is missing, under the index lock."""
+        """The worker's work: embed what is missing, then settle BM25's statistics where a
+        refresh left them off, under the index lock."""
         started = time.perf_counter()
 
         def ended(**outcome: object) -> FillEnded:
@@ -486,28 +487,39 @@ class LiveIndex:
             return
         if missing:
             self._emit(FillStarted(missing))
+            try:
+                with self.borrow() as index:
+                    index.fill_vectors(progress, cancel)
+            except Cancelled:
+                self._emit(ended(stopped=True))
+                return
+            except IndexBusy as busy:
+                self._retry_later()  # another process's work, or a status probe at that instant
+                self._emit(ended(busy=str(busy)))
+                return
+            except Exception as error:  # e.g. the disk filled: keyword search still works
+                self._emit(ended(error=str(error) or type(error).__name__))
+            else:
+                self._vectors_complete = True
+                self._emit(ended())
+        self._settle_keywords(cancel)
+
+    def _settle_keywords(self, cancel: threading.Event) -> None:
+        """Settle BM25's statistics left off by a refresh (a fill that failed, say for a
+        model server that is down, does not keep them off)."""
+        if cancel.is_set():
+            return
         try:
             with self.borrow() as index:
-                if missing:
-                    index.fill_vectors(progress, cancel)
-                if not cancel.is_set() and index.settle_keyword_index():
+                if index.settle_keyword_index():
                     # Written by this index's own store: nothing to reopen for.
                     with self._lock:
                         if index is self._index:
                             self._manifest_mark = _manifest_mark(index.directory)
-        except Cancelled:
-            self._emit(ended(stopped=True))
-            return
-        except IndexBusy as busy:
-            self._retry_later()  # another process's work, or a status probe in the same instant
-            self._emit(ended(busy=str(busy)))
-            return
-        except Exception as error:  # e.g. the disk filled: keyword search still works
-            self._emit(ended(error=str(error) or type(error).__name__))
-            return
-        self._vectors_complete = True
-        if missing:
-            self._emit(ended())
+        except IndexBusy:
+            self._retry_later()
+        except Exception as error:  # e.g. the disk filled: served as it is, status says so
+            self._emit(RefreshFailed(str(error) or type(error).__name__))
 
     # ---- closing ------------------------------------------------------------------------
 
