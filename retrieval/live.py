@@ -26,7 +26,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import CHUNKS_PER_STORE_WRITE, IndexSettings
 from codeqa.retrieval.embedders.registry import Embedder, foreground_turns
 from codeqa.retrieval.errors import Cancelled, CodeqaError, IndexBusy, IndexNotFound
 from codeqa.retrieval.fill_progress import FillProgress
@@ -473,7 +473,7 @@ class LiveIndex:
             filler.stop()
 
     def _fill(self, missing: int, cancel: threading.Event) -> None:
-        """The worker's work: embed what is missing, then settle BM25's statistics where a
+        """The worker's work: embed what is missing and settle BM25's statistics where a
         refresh left them off, under the index lock."""
         started = time.perf_counter()
 
@@ -485,6 +485,11 @@ class LiveIndex:
 
         if cancel.is_set():
             return
+        if missing > CHUNKS_PER_STORE_WRITE:
+            # A long fill (on a 5.5M-line monorepo's keyword-only index, hours) would leave
+            # keyword search inexact all along, and 3x slower (0.24 s against 0.07 s a
+            # search); a short one rewrites its rows at once, settled once after it.
+            self._settle_keywords(cancel)
         if missing:
             self._emit(FillStarted(missing))
             try:
