@@ -465,7 +465,7 @@ class LiveIndex:
             unsettled = index.manifest.keyword_drift
         self._vectors_complete = not missing
         if missing or unsettled:
-            self._filler = _VectorFill(self, missing)
+            self._filler = _VectorFill(self, missing or 0)
 
     def _stop_fill(self) -> None:
         filler, self._filler = self._filler, None
