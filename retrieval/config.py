@@ -33,9 +33,8 @@ CHUNKS_PER_STORE_WRITE = 4096
 PRUNE_OLD_VERSIONS_AFTER = timedelta(minutes=10)
 
 # Rows whose vectors were just written drop out of the store's search indexes and are
-# scanned flat until the indexes are rebuilt (every indexing run ends rebuilt, for exact
-# BM25 statistics: indexing._settle_indexes). More than this many rows outside them is an
-# interrupted run that `codeqa index --check` reports.
+# scanned flat until the indexes are rebuilt (indexing._settle_indexes). More than this many
+# rows outside them is an interrupted run that `codeqa index --check` reports.
 REINDEX_AFTER_VECTORS = 1000
 
 # Bump when the on-disk layout of an index changes incompatibly.

@@ -47,6 +47,7 @@ from codeqa.retrieval.indexing import (
     model_loading,
     open_store,
     resolve_repo,
+    settle_if_drifted,
     tag_as_cache,
 )
 from codeqa.retrieval.manifest import Manifest
@@ -509,6 +510,19 @@ class Index:
             manifest.vectors_missing = missing
             with suppress(IndexNotWritable):  # read-only: status then overcounts what is left
                 manifest.save(self.directory)
+
+    def settle_keyword_index(self) -> bool:
+        """Make BM25's statistics a clean build's where a refresh left them off (the
+        background work of a resident process, after `build_index(settle=False)`); returns
+        whether there was anything to settle."""
+        with index_lock(self.directory):
+            manifest = Manifest.load(self.directory)
+            if manifest is None or not manifest.keyword_drift:
+                return False
+            manifest.keyword_drift = settle_if_drifted(self._store) or 0
+            manifest.save(self.directory)
+            self.manifest.keyword_drift = manifest.keyword_drift
+            return True
 
     def close(self) -> None:
         with self._store_lock:

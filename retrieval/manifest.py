@@ -46,6 +46,10 @@ class Manifest:
     # Old store versions the last writing run left (kept a while for readers in other
     # processes): a later run, even one with nothing to write, prunes them once they are due.
     old_versions: int = 0
+    # Rows the keyword index's BM25 statistics were off from a clean build's by when the last
+    # run ended: 0 (exact) unless a resident process left them to settle in the background
+    # (indexing._settle_indexes).
+    keyword_drift: int = 0
     format_version: int = INDEX_FORMAT_VERSION
 
     @property
@@ -88,6 +92,7 @@ class Manifest:
                 graph_version=int(data.get("graph_version", 0)),
                 include_generated=bool(data.get("include_generated", False)),
                 old_versions=int(data.get("old_versions", 0)),
+                keyword_drift=int(data.get("keyword_drift", 0)),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -118,6 +123,7 @@ class Manifest:
             "graph_version": self.graph_version,
             "include_generated": self.include_generated,
             "old_versions": self.old_versions,
+            "keyword_drift": self.keyword_drift,
         }
         try:
             with open(temporary, "w", encoding="utf-8") as handle:

@@ -97,6 +97,8 @@ def index_status(
             )
     if changed:
         pending.append(f"{changed:,} files changed on disk since the last index update")
+    if manifest.keyword_drift:
+        pending.append(drift_line(manifest.keyword_drift))
     return IndexStatus(
         root=str(root),
         index_dir=str(directory),
@@ -135,6 +137,15 @@ def first_build_status(
         files_changed_since=0,
         indexing_now=True,
         pending=[f"the index is being built: {build_step(step)}"],
+    )
+
+
+def drift_line(rows: int) -> str:
+    """The keyword index's drift from a clean build's, in words (indexing._settle_indexes)."""
+    return (
+        f"keyword statistics: {rows:,} changed rows not yet settled; keyword rankings may "
+        "differ from a clean build's until the background worker (or the next `codeqa "
+        "index`) settles them"
     )
 
 

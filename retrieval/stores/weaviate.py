@@ -481,6 +481,14 @@ class WeaviateStore:
     def optimize(self) -> None:
         """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
 
+    def settle(self) -> None:
+        """Nothing codeqa can do: Weaviate's BM25 statistics count replaced objects until
+        its own segments compact (lsmkv/bucket.go)."""
+
+    def keyword_drift(self) -> None:
+        """Not known: Weaviate keeps its statistics to itself."""
+        return None
+
     def old_versions(self) -> int:
         """Weaviate keeps no old versions."""
         return 0
