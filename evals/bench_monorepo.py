@@ -19,7 +19,9 @@ ratio and the load average when each figure was taken:
   for a user): `search` (bm25, hybrid) and `status`, median wall seconds.
 
 `--baseline CHECKOUT` runs the in-process commands with another checkout's
-`.venv/bin/codeqa` too, in the same rounds (before/after in one run). `--keep` keeps the
+`.venv/bin/codeqa` too, in the same rounds, and its own `serve` beside this one's
+(before/after in one run), each checkout on its own copy of the index (a copy made once,
+`index-NAME-baseline`): a checkout writes the manifest in its own format. `--keep` keeps the
 built indexes in `--work`, and a later run reuses them (then the cold-index lines are
 those of the first run, read back from `--work`). Targets (issue 43): keyword index
 ≤ 10 min and ≤ 2 GB; each in-process command ≤ 2x django's; warm search ≤ 0.3 s, warm
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.only in (None, "edit"):
             _edit_in_process(codeqa, repos, index_dirs, env)
         if args.only == "serve" or (args.only is None and not args.no_serve):
-            _warm(codeqa, repos, index_dirs, args.runs, env)
+            _warm(ways, repos, index_dirs, args.runs, env)
     finally:
         if not args.keep:
             shutil.rmtree(args.work, ignore_errors=True)
@@ -158,14 +160,18 @@ def _in_process(
 ) -> None:
     times: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     loads = []
-    for name in repos:  # each command once first: the walk cache and stamps settle
-        for words in _commands(repos[name], index_dirs[name]).values():
-            _timed([ways["new"], *words], env)
+    # Each way reads and writes its own copy of the index: a checkout writes the manifest in
+    # its own format, and the other's runs must not find it rewritten in between.
+    way_dirs = {(way, name): _way_index(index_dirs[name], way) for way in ways for name in repos}
+    for way, codeqa in ways.items():  # each command once first: the walk cache and stamps settle
+        for name in repos:
+            for words in _commands(repos[name], way_dirs[way, name]).values():
+                _timed([codeqa, *words], env)
     for _round in range(runs):
         loads.append(_load())
         for way, codeqa in ways.items():
             for name in repos:
-                for label, words in _commands(repos[name], index_dirs[name]).items():
+                for label, words in _commands(repos[name], way_dirs[way, name]).items():
                     # No .pyc files written into a --baseline checkout that is not ours.
                     quiet = env | {"PYTHONDONTWRITEBYTECODE": "1"} if way == "baseline" else env
                     _out, (wall, cpu, _rss) = _timed([codeqa, *words], quiet)
@@ -180,6 +186,16 @@ def _in_process(
                 f"monorepo {mono[0]:6.2f} s ({mono[1]:5.2f} CPU-s)  "
                 f"ratio {mono[0] / django[0]:5.2f}x  (target <= 2x)"
             )
+
+
+def _way_index(index_dir: Path, way: str) -> Path:
+    """The index `way` runs its commands on: the built one, or a copy made once for another."""
+    if way == "new":
+        return index_dir
+    copy = index_dir.with_name(f"{index_dir.name}-{way}")
+    if not copy.exists():
+        shutil.copytree(index_dir, copy, symlinks=True)
+    return copy
 
 
 def _edit_in_process(
@@ -203,7 +219,7 @@ def _edit_in_process(
 
 
 def _warm(
-    codeqa: str,
+    ways: dict[str, str],
     repos: dict[str, Path],
     index_dirs: dict[str, Path],
     runs: int,
@@ -211,45 +227,57 @@ def _warm(
 ) -> None:
     served = {k: v for k, v in env.items() if k != "CODEQA_NO_SERVER"}
     for name, repo in repos.items():
-        server = subprocess.Popen(
-            [codeqa, "serve", str(repo), "--index-dir", str(index_dirs[name])],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=served,
+        for way, codeqa in ways.items():
+            index_dir = _way_index(index_dirs[name], way)
+            if way == "baseline":
+                served = served | {"PYTHONDONTWRITEBYTECODE": "1"}
+            _warm_one(f"{way:<8} {name:<8}", codeqa, repo, name, index_dir, runs, served)
+
+
+def _warm_one(
+    label: str, codeqa: str, repo: Path, name: str, index_dir: Path, runs: int, served: dict
+) -> None:
+    server = subprocess.Popen(
+        [codeqa, "serve", str(repo), "--index-dir", str(index_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=served,
+    )
+    try:
+        _wait_until_serving(server)
+        commands = _commands(repo, index_dir)
+        picked = ("search bm25", "search hybrid", "status")
+        for command in picked:  # warm-up: the server's imports and caches
+            _timed([codeqa, *commands[command]], served)
+        load = _load()
+        figures = []
+        for command in picked:
+            walls = [_timed([codeqa, *commands[command]], served)[1][0] for _ in range(runs)]
+            figures.append(f"{command} {statistics.median(walls):5.2f} s")
+        print(
+            f"warm (serve) {label}: {', '.join(figures)}  "
+            f"(targets: search <= 0.3 s, status <= 0.5 s)  [load {load}]",
+            flush=True,
         )
+        target, original = _append_function(repo, name, index_dir)
         try:
-            _wait_until_serving(server)
-            commands = _commands(repo, index_dirs[name])
-            picked = ("search bm25", "search hybrid", "status")
-            for label in picked:  # warm-up: the server's imports and caches
-                _timed([codeqa, *commands[label]], served)
-            load = _load()
-            figures = []
-            for label in picked:
-                walls = [_timed([codeqa, *commands[label]], served)[1][0] for _ in range(runs)]
-                figures.append(f"{label} {statistics.median(walls):5.2f} s")
+            started = time.perf_counter()
+            found = _search_until_found(codeqa, repo, index_dir, served)
             print(
-                f"warm (serve) {name:<8}: {', '.join(figures)}  "
-                f"(targets: search <= 0.3 s, status <= 0.5 s)  [load {load}]"
+                f"one-file edit searchable, serve, {label}: "
+                f"{time.perf_counter() - started:6.2f} s "
+                f"({'found' if found else 'NOT found'}; target <= 2 s)  [load {_load()}]",
+                flush=True,
             )
-            target, original = _append_function(repo, name, index_dirs[name])
-            try:
-                started = time.perf_counter()
-                found = _search_until_found(codeqa, repo, index_dirs[name], served)
-                print(
-                    f"one-file edit searchable, serve, {name:<8}: "
-                    f"{time.perf_counter() - started:6.2f} s "
-                    f"({'found' if found else 'NOT found'}; target <= 2 s)  [load {_load()}]"
-                )
-            finally:
-                target.write_bytes(original)
         finally:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            target.write_bytes(original)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 def _append_function(repo: Path, name: str, index_dir: Path) -> tuple[Path, bytes]:

@@ -37,8 +37,9 @@ from codeqa.retrieval.stores.weaviate import (
     analyzed,
     create_chunk_collection,
 )
+from codeqa.retrieval.stores.weaviate_build import embedded_binary_file
 from codeqa.retrieval.stores.weaviate_embedded import start_embedded_server
-from codeqa.retrieval.stores.weaviate_server import binary_dir, embedded_binary_file
+from codeqa.retrieval.stores.weaviate_server import binary_dir
 from codeqa.tui.settings import load_settings
 
 LAYOUTS = ("tenants", "collections")

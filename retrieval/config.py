@@ -15,6 +15,11 @@ FILES_PER_BATCH = 256
 # Chunks embedded per call: the offline model batches internally; a remote model
 # pays one HTTP round trip per batch, so larger batches mean fewer round trips.
 CHUNKS_PER_EMBED_BATCH = 256
+# A model on this machine's cores (the bundled one) is given a fill batch this many chunks
+# at a time, the fill's stop checked between: a refresh stopping the fill waited for a
+# whole batch, ~10 CPU-s (27 s of a monorepo's 48 s edit-to-searchable under serve). The
+# model sorts and pads by length within each part; code chunks fill its 128-token window.
+CHUNKS_PER_LOCAL_EMBED_STEP = 32
 
 # Vectors are written to the store in larger batches than they are embedded: a
 # store write has a fixed cost (~0.3 s for a LanceDB merge) whatever its size, and
@@ -34,9 +39,8 @@ FILL_REBUILDS_INDEX_AFTER = 8192
 PRUNE_OLD_VERSIONS_AFTER = timedelta(minutes=10)
 
 # Rows whose vectors were just written drop out of the store's search indexes and are
-# scanned flat until the indexes are rebuilt (every indexing run ends rebuilt, for exact
-# BM25 statistics: indexing._settle_indexes). More than this many rows outside them is an
-# interrupted run that `codeqa index --check` reports.
+# scanned flat until the indexes are rebuilt (indexing._settle_indexes). More than this many
+# rows outside them is an interrupted run that `codeqa index --check` reports.
 REINDEX_AFTER_VECTORS = 1000
 
 # Bump when the on-disk layout of an index changes incompatibly.

@@ -30,6 +30,7 @@ from codeqa.retrieval.errors import (
     ConfigError,
     IndexMismatch,
     IndexNotFound,
+    IndexNotWritable,
     StoreUnavailable,
     UnknownSymbol,
 )
@@ -46,6 +47,7 @@ from codeqa.retrieval.indexing import (
     model_loading,
     open_store,
     resolve_repo,
+    settle_if_drifted,
     tag_as_cache,
 )
 from codeqa.retrieval.manifest import Manifest
@@ -374,8 +376,11 @@ class Index:
         """The code graph built with this index: definitions, callers, callees, impact."""
         if self._graph is None:
             path = self.directory / GRAPH_NAME
-            # Read again: a refresh since this index was opened may have built the graph.
-            manifest = Manifest.load(self.directory) or self.manifest
+            manifest = self.manifest
+            if manifest.graph_version != GRAPH_VERSION:
+                # Read again: a refresh since this index was opened may have built the
+                # graph. Only then: a monorepo's manifest is 0.1-0.3 s to read.
+                manifest = Manifest.load(self.directory) or self.manifest
             if manifest.graph_version != GRAPH_VERSION or not path.is_file():
                 raise IndexNotFound(
                     f"the index of {self.repo_root} has no code graph yet; "
@@ -487,6 +492,37 @@ class Index:
                 )
             finally:
                 cache.close()
+                # Only a saving for later readers: a failure here (the disk that stopped the
+                # fill) must not hide the fill's own error; the count is then left high.
+                with suppress(Exception):
+                    self._record_vectors_missing()
+
+    def _record_vectors_missing(self) -> None:
+        """Write the count of chunks still without a vector into the manifest, after a fill
+        finished or stopped (the caller holds the lock), so that a status or a search reads
+        it there instead of scanning the store; the manifest's later readers reopen."""
+        manifest = Manifest.load(self.directory)
+        if manifest is None or manifest.chunks is None:
+            return  # a run that did not finish: the next one counts
+        missing = len(self._store.ids_missing_vectors())
+        self.manifest.vectors_missing = missing  # this index's searches: all filled or not
+        if missing != manifest.vectors_missing:
+            manifest.vectors_missing = missing
+            with suppress(IndexNotWritable):  # read-only: status then overcounts what is left
+                manifest.save(self.directory)
+
+    def settle_keyword_index(self) -> bool:
+        """Make BM25's statistics a clean build's where a refresh left them off (the
+        background work of a resident process, after `build_index(settle=False)`); returns
+        whether there was anything to settle."""
+        with index_lock(self.directory):
+            manifest = Manifest.load(self.directory)
+            if manifest is None or not manifest.keyword_drift:
+                return False
+            manifest.keyword_drift = settle_if_drifted(self._store) or 0
+            manifest.save(self.directory)
+            self.manifest.keyword_drift = manifest.keyword_drift
+            return True
 
     def close(self) -> None:
         with self._store_lock:

@@ -30,6 +30,7 @@ import numpy as np
 from codeqa.retrieval.chunking.chunker import CHUNKER_VERSION, THREE_TIER, ChunkLimits
 from codeqa.retrieval.config import (
     CHUNKS_PER_EMBED_BATCH,
+    CHUNKS_PER_LOCAL_EMBED_STEP,
     CHUNKS_PER_STORE_WRITE,
     FILES_PER_BATCH,
     FILL_REBUILDS_INDEX_AFTER,
@@ -48,6 +49,7 @@ from codeqa.retrieval.discovery.walk_cache import WalkCache
 from codeqa.retrieval.embedders.registry import (
     EMBEDDING_TEXT_VERSION,
     Embedder,
+    foreground_turns,
     load_embedder,
 )
 from codeqa.retrieval.embedders.vector_cache import (
@@ -232,12 +234,15 @@ def build_index(
     *,
     rebuild: bool = False,
     embed: bool = True,
+    settle: bool = True,
     cancel: threading.Event | None = None,
 ) -> IndexReport:
     """Create or bring up to date the index of `repo`; only changed files are re-read.
 
     With `embed=False` the index is complete for BM25 and the vectors are left for
-    `fill_vectors` (the TUI runs that in a background worker).
+    `fill_vectors` (the TUI runs that in a background worker). With `settle=False` the
+    changed rows are searchable at once but BM25's statistics are left for the fill or
+    `settle_keyword_index` to make a clean build's (the manifest counts the rows off).
     """
     started = time.perf_counter()
     root = resolve_repo(repo)
@@ -291,7 +296,10 @@ def build_index(
             and not removed
             and not resuming
             and graph_current
-            and manifest.complete_chunks is not None
+            # The counts the last run left: a keyword refresh needs only them, a run that
+            # fills needs every vector in place.
+            and manifest.chunks is not None
+            and (manifest.complete_chunks is not None or not embed)
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run,
             # unless old versions an earlier run left are due to go.
@@ -306,7 +314,8 @@ def build_index(
             if manifest.stamps != stamps_before:  # files read this time: skip them next time
                 with suppress(IndexNotWritable):  # stamps only save reading: a read-only
                     manifest.save(directory)  # index is current without them
-            report.chunks_total = manifest.complete_chunks
+            report.chunks_total = manifest.chunks
+            report.vectors_pending = manifest.vectors_missing or 0
             if embed:  # `codeqa index`, the fix --check names, mends a damaged cache here too
                 with VectorCache(
                     vector_cache_path(settings, directory), embedder.name, repair=True
@@ -314,7 +323,7 @@ def build_index(
                     report.vector_cache_note = cache.note() if cache.repaired else None
             report.seconds_to_searchable = report.seconds_total = time.perf_counter() - started
             return report
-        manifest.complete_chunks = None  # unknown until this run finishes
+        manifest.chunks = manifest.vectors_missing = None  # unknown until this run finishes
         manifest.indexes_settled = False
         manifest.save(directory)
         workers = settings.parse_workers
@@ -360,27 +369,37 @@ def build_index(
                 # the graph: on django ~0.7 s and ~0.4 s that were paid one after the other.
                 # They share nothing (the store's files, graph.sqlite); on a disk that fills
                 # up, either may be the one refused (errors.NEARLY_FULL_BYTES).
-                def settle() -> None:
+                # A short fill rewrites its rows at once and settles after them: settling
+                # before it too would pay LanceDB's table rewrite twice (a `codeqa index`
+                # after a one-file edit). A long one, minutes or hours, finds the keyword
+                # index exact while it runs; a new one has no keyword index until settled.
+                to_fill = len(store.ids_missing_vectors()) if embed else 0
+                short_fill = 0 < to_fill <= CHUNKS_PER_STORE_WRITE
+                settle_now = settle and not (short_fill and store.keyword_drift() is not None)
+
+                def keyword_index() -> None:
                     began = time.perf_counter()
-                    _settle_indexes(store, report)
+                    _settle_indexes(store, report, settle=settle_now)
                     report.seconds_keyword_index = time.perf_counter() - began
 
                 with ThreadPoolExecutor(1, thread_name_prefix="codeqa-settle") as settler:
-                    settled = settler.submit(settle)
+                    settled = settler.submit(keyword_index)
                     _refresh_graph(directory, root, settings, manifest, graphs, report)
                     settled.result()
                 report.seconds_to_searchable = time.perf_counter() - started
-                if embed and store.ids_missing_vectors():
+                if to_fill:
                     fill_vectors(store, cache, embedder, notify, cancel, report, directory)
-                    # The rows the fill rewrote are settled again, as before the fill: its own
+                    # The rows the fill rewrote count as changed, like the files' (its own
                     # optimize alone left 7 of 12 BM25 top 10s unlike a clean build's after
-                    # an interrupted fill resumed with edits (test_updates_equal_a_clean_build).
-                    _settle_indexes(store, report)
+                    # an interrupted fill resumed with edits: test_updates_equal_a_clean_build).
+                    _settle_indexes(store, report, settle=True)
                 report.vectors_pending = len(store.ids_missing_vectors())
                 report.chunks_total = store.count()
-                if report.vectors_pending == 0:
-                    manifest.complete_chunks = report.chunks_total
+                manifest.chunks = report.chunks_total
+                manifest.vectors_missing = report.vectors_pending
                 manifest.indexes_settled = True
+                if report.keyword_drift is not None:
+                    manifest.keyword_drift = report.keyword_drift
                 # Counted, not pruned: the run's optimize just pruned what was due, and another
                 # pass costs as much as that optimize (14 s of a monorepo's one-file refresh).
                 manifest.old_versions = store.old_versions()
@@ -486,24 +505,34 @@ def _load_quietly(load: Callable[[], None]) -> None:
         return
 
 
-def _settle_indexes(store: Store, report: IndexReport) -> None:
-    """Leave the search indexes as a clean build leaves them, whatever came before.
+def _settle_indexes(store: Store, report: IndexReport, *, settle: bool) -> None:
+    """Leave the keyword index as a clean build leaves it (with `settle`), or count the rows
+    it is off by for a later run or a background settle (`settle_keyword_index`).
 
     BM25 scores depend on the whole corpus (document count, lengths, how many chunks hold
     a word), and LanceDB's full-text index keeps the statistics of the rows it was built
     from: rows deleted since (an edited, renamed or removed file; every row a vector fill
-    rewrote) still count, and rows written since are scored by a flat scan beside it. In a
-    30-file repository, appending a comment to 5 files changed the BM25 top 10 of 10 of 14
-    queries against a clean build. So every run that wrote rows ends with the index
-    rebuilt over exactly the rows there are, and an interrupted run is settled by the run
-    that resumes it. The price is paid per refresh: on pip's sources (6,362 chunks, load
-    ~14 on 2 cores) a refresh after a one-file edit took a median 5.6 s instead of 0.5 s,
-    nearly all of it LanceDB rebuilding the full-text index (it has no cheaper exact way).
+    rewrote) still count, and rows written since are scored by a flat scan beside it, with
+    statistics of their own. No share of changed rows is too small to matter: one file
+    appended to, off by 0.06% of the 5.5M-line monorepo's 130k rows, changed the BM25 top
+    10 of 7 of 100 queries against a clean build (django, 0.67%: 10 of 98), because code
+    holds many equal scores that any difference reorders (evals/bench_settle_drift.py).
+    So every command's run settles, at LanceDB's price: a rewrite of the table and its
+    full-text index, 10-40 s on that monorepo; only a resident process (serve, watch,
+    chat, MCP), which can settle after answering, leaves it to its background worker.
     """
-    # Settled once the chunks are stored, so that keyword search is exact while the
-    # vectors are filled, and again after a fill (which rewrites every row it fills).
-    if report.files_changed or report.files_removed or store.unindexed_rows():
-        store.optimize()
+    if settle:
+        report.keyword_drift = settle_if_drifted(store)
+    elif report.files_changed or report.files_removed or store.unindexed_rows():
+        report.keyword_drift = store.keyword_drift()
+
+
+def settle_if_drifted(store: Store) -> int | None:
+    """Settle the store's keyword index unless it is exactly a clean build's already;
+    returns the rows it is off by now (0, or None where the store cannot tell)."""
+    if store.keyword_drift() != 0:
+        store.settle()
+    return store.keyword_drift()
 
 
 def _wipe(directory: Path, settings: IndexSettings) -> None:
@@ -689,7 +718,7 @@ def fill_vectors(
     progress is written there after every batch, for `codeqa status` in any process
     (status.FillProgress).
     """
-    embed_behind = partial(embedder.embed, background=True)
+    embed_behind = partial(_embed_behind, embedder, cancel)
     pending = store.chunks_missing_vectors()
     total = len(pending)
     embedded = from_cache = done = 0
@@ -763,10 +792,10 @@ def fill_vectors(
             if report is not None:
                 report.vectors_embedded += embedded
                 report.vectors_from_cache += from_cache
-    if total and writes.unsettled:
+    if total:
         # Every row given a vector was rewritten, out of the full-text index and with its
         # old version still counted in BM25's statistics (see _settle_indexes).
-        store.optimize()
+        settle_if_drifted(store)
     return embedded
 
 
@@ -817,6 +846,23 @@ class _FillWrites:
 
     def __exit__(self, *exc: object) -> None:
         self.flush()
+
+
+def _embed_behind(
+    embedder: Embedder, cancel: threading.Event | None, texts: Sequence[str]
+) -> np.ndarray:
+    """The fill's embedding: a model on this machine's cores gets the texts a step at a
+    time, stopping between steps when cancelled (the batch's vectors are then lost, a few
+    seconds of work, rather than kept by making the refresh wait for them); a served model
+    gets them all at once, to send as concurrent requests."""
+    if foreground_turns(embedder) is None:
+        return embedder.embed(texts, background=True)
+    parts = []
+    for start in range(0, len(texts), CHUNKS_PER_LOCAL_EMBED_STEP):
+        _raise_if_cancelled(cancel)
+        step = texts[start : start + CHUNKS_PER_LOCAL_EMBED_STEP]
+        parts.append(embedder.embed(step, background=True))
+    return np.concatenate(parts) if parts else embedder.embed(texts, background=True)
 
 
 def _raise_if_cancelled(cancel: threading.Event | None) -> None:

@@ -253,8 +253,11 @@ class IndexReport:
     seconds_graph: float = 0.0
     parse_workers: int = 0  # processes that parsed the files (0: this one)
     # Once the chunks are stored: building the full-text index over exactly the stored
-    # rows (indexing._settle_indexes).
+    # rows, when the run settles it (indexing._settle_indexes).
     seconds_keyword_index: float = 0.0
+    # Rows the keyword index's statistics are off from a clean build's by after this run
+    # (0: exactly a clean build's; None: the store cannot tell, or the run wrote nothing).
+    keyword_drift: int | None = None
     graph_files_read: int = 0
     seconds_total: float = 0.0
     embedder_name: str = ""

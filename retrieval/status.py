@@ -45,10 +45,20 @@ class IndexStatus:
     pending: list[str] = field(default_factory=list)  # work not yet done, in words
 
 
-def index_status(root: Path, settings: IndexSettings, index: Index | None = None) -> IndexStatus:
+def index_status(
+    root: Path,
+    settings: IndexSettings,
+    index: Index | None = None,
+    changed_since: int | None = None,
+    manifest: Manifest | None = None,
+) -> IndexStatus:
     """The status of `root`'s index; `index`, when the caller has it open, saves opening it.
 
-    Raises IndexNotFound when there is no index. Never waits: the lock is only tried.
+    `changed_since`: the files changed since the last update, from a caller whose file
+    watcher saw them (live.LiveIndex); otherwise the tree is scanned for them. `manifest`:
+    the one on disk, from a caller that knows it has not been written since it read it
+    (a monorepo's is ~0.1-0.4 s to read). Raises IndexNotFound when there is no index.
+    Never waits: the lock is only tried.
     """
     from codeqa.retrieval.indexing import (
         LOCK_NAME,
@@ -59,23 +69,22 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
 
     root = resolve_repo(root)
     directory = index_dir_for(root, settings)
-    manifest = Manifest.load(directory)
+    if manifest is None:
+        manifest = Manifest.load(directory)
     if manifest is None:
         raise IndexNotFound(
             f"{root} has no index yet; build it with: {index_command(root, settings)}"
         )
     written = (directory / MANIFEST_NAME).stat().st_mtime
-    chunks, missing = _counts(root, settings, manifest, index)
-    cache = WalkCache.load(directory / WALK_CACHE_NAME)
-    changed = _files_changed_since(root, manifest, discover_options(settings, manifest), cache)
     busy = _lock_held(directory / LOCK_NAME)
-    pending = []
     filling = FillProgress.load(directory) if busy else None
+    chunks, missing = index_counts(root, settings, manifest, index, filling)
+    changed = changed_since
+    if changed is None:
+        cache = WalkCache.load(directory / WALK_CACHE_NAME)
+        changed = _files_changed_since(root, manifest, discover_options(settings, manifest), cache)
+    pending = []
     if filling is not None:
-        if missing is not None:
-            # Embedded but not yet in the store: filled as far as a reader is concerned
-            # soon, and the honest figure for "how far has the fill got".
-            missing = max(0, missing - (filling.done - filling.written))
         pending.append(filling.line())
     if chunks is None or missing is None:
         pending.append("vectors for some chunks (counted by `codeqa index`, which fills them)")
@@ -88,6 +97,8 @@ def index_status(root: Path, settings: IndexSettings, index: Index | None = None
             )
     if changed:
         pending.append(f"{changed:,} files changed on disk since the last index update")
+    if manifest.keyword_drift:
+        pending.append(drift_line(manifest.keyword_drift))
     return IndexStatus(
         root=str(root),
         index_dir=str(directory),
@@ -129,6 +140,15 @@ def first_build_status(
     )
 
 
+def drift_line(rows: int) -> str:
+    """The keyword index's drift from a clean build's, in words (indexing._settle_indexes)."""
+    return (
+        f"keyword statistics: {rows:,} changed rows not yet settled; keyword rankings may "
+        "differ from a clean build's until the background worker (or the next `codeqa "
+        "index`) settles them"
+    )
+
+
 def build_step(step: ProgressEvent | None) -> str:
     """A build's latest step in words: "reading files (120 found)", "chunking 30 of 88 files"."""
     if step is None:
@@ -155,22 +175,40 @@ def status_lines(status: IndexStatus) -> list[str]:
     return lines + (pending or ["pending: nothing"])
 
 
-def _counts(
-    root: Path, settings: IndexSettings, manifest: Manifest, index: Index | None
+def index_counts(
+    root: Path,
+    settings: IndexSettings,
+    manifest: Manifest,
+    index: Index | None,
+    filling: FillProgress | None,
 ) -> tuple[int | None, int | None]:
-    """Chunks and chunks without a vector: from the manifest when the last run finished
-    with every vector in place, otherwise from the store, unless that is an embedded
-    Weaviate server that is not running here (None, None)."""
-    if manifest.complete_chunks is not None:
-        return manifest.complete_chunks, 0
-    if index is not None:
-        return index.chunk_count, index.vectors_missing
-    if settings.store == "weaviate" and not settings.weaviate_url:
-        return None, None
-    from codeqa.retrieval.index import open_index
+    """Chunks, and chunks without a vector as far as a reader is concerned (`filling`: the
+    fill running now, whose embedded chunks count as filled even before the store takes
+    them, the honest figure for "how far has the fill got").
 
-    with open_index(root, settings) as opened:
-        return opened.chunk_count, opened.vectors_missing
+    From the manifest, where the last run and every fill since record them, so that asking
+    costs no store: on a monorepo opening it and scanning for missing vectors took ~4 s.
+    Otherwise (a run under way or one that stopped, an index from before the counts were
+    kept) from the store, unless that is an embedded Weaviate server that is not running
+    here (None, None).
+    """
+    if manifest.chunks is not None and manifest.vectors_missing is not None:
+        if filling is None:
+            return manifest.chunks, manifest.vectors_missing
+        # The fill began from the manifest's count: what it has not done is what is left.
+        return manifest.chunks, max(0, filling.total - filling.done)
+    if index is not None:
+        chunks, missing = index.chunk_count, index.vectors_missing
+    elif settings.store == "weaviate" and not settings.weaviate_url:
+        return None, None
+    else:
+        from codeqa.retrieval.index import open_index
+
+        with open_index(root, settings) as opened:
+            chunks, missing = opened.chunk_count, opened.vectors_missing
+    if filling is not None:
+        missing = max(0, missing - (filling.done - filling.written))
+    return chunks, missing
 
 
 def _files_changed_since(

@@ -121,6 +121,35 @@ def test_background_embedding_gives_way_while_a_waited_for_call_runs(monkeypatch
     assert searched.shape == (8, embedder.dim)
 
 
+def test_background_embedding_waits_while_foreground_work_that_embeds_nothing_runs(
+    monkeypatch,
+) -> None:
+    # A served keyword search embeds nothing, yet the fill's model batches, which take
+    # every core, left it a fraction of them: held in foreground(), they wait.
+    from codeqa.retrieval.embedders import onnx
+
+    embedder = OnnxEmbedder()
+    embedder.load()
+    batches: list[str] = []
+    run = onnx._LoadedModel.run
+
+    def counted(model, token_ids):
+        batches.append(threading.current_thread().name)
+        return run(model, token_ids)
+
+    monkeypatch.setattr(onnx._LoadedModel, "run", counted)
+    filled: list[np.ndarray] = []
+    with embedder.foreground():
+        fill = threading.Thread(
+            target=lambda: filled.append(embedder.embed([SEND_REQUEST], background=True))
+        )
+        fill.start()
+        fill.join(0.5)  # long enough for a batch that did not wait to have started
+        assert batches == [] and fill.is_alive()
+    fill.join(60)
+    assert len(batches) == 1 and filled[0].shape == (1, embedder.dim)
+
+
 def test_inputs_longer_than_the_window_are_truncated_not_rejected() -> None:
     embedder = OnnxEmbedder(max_tokens=32)
     long_text = "def f():\n" + "    total = total + value * 2\n" * 500

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -139,3 +140,42 @@ def test_status_during_a_first_build_is_its_progress_not_no_index(tmp_path):
         assert status.indexing_now and status.files == 0 and status.last_updated is None
         assert status.pending == ["the index is being built: finding files (4 found)"]
         assert live.status().files == 4  # once built, the index itself
+
+
+@pytest.mark.slow
+def test_a_resident_refresh_is_searchable_at_once_and_settles_its_keyword_statistics_after(
+    tmp_path, monkeypatch
+):
+    """serve, watch, chat and MCP answer with an edit's rows before BM25's statistics are a
+    clean build's again (LanceDB rewrites its table for that: 10-40 s on a monorepo), say so
+    in the status meanwhile, and their background worker settles them after."""
+    from test_updates_equal_a_clean_build import differing, edit, write_repo
+
+    settling, go_on = threading.Event(), threading.Event()
+    settle = lance_store.LanceStore.settle
+
+    def held_settle(store: lance_store.LanceStore) -> None:
+        settling.set()
+        go_on.wait(60)
+        settle(store)
+
+    repo = tmp_path / "repo"
+    write_repo(repo, functions=250)
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL)
+    build_index(repo, settings)
+    monkeypatch.setattr(lance_store.LanceStore, "settle", held_settle)
+    with LiveIndex(repo, settings, fill=True) as live:
+        live.open()
+        edit(repo / "pkg1" / "m4.py", "def widget_settle_probe():\n    return 'socket'\n")
+        assert live.refresh() is not None
+        assert settling.wait(60)  # the worker has begun to settle: the refresh did not wait
+        with live.borrow() as index:
+            hits = index.search("widget_settle_probe", SearchMode.BM25, 1)
+        assert hits[0].chunk.path == "pkg1/m4.py"
+        assert any(line.startswith("keyword statistics: ") for line in live.status().pending)
+        go_on.set()
+        deadline = time.monotonic() + 60
+        while any(line.startswith("keyword statistics") for line in live.status().pending):
+            assert time.monotonic() < deadline, "the worker never settled"
+            time.sleep(0.1)
+    assert differing(repo, settings, tmp_path) == []

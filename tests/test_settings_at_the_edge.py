@@ -8,7 +8,6 @@ the environment says by then.
 from __future__ import annotations
 
 import ast
-import socket
 from pathlib import Path
 
 import platformdirs
@@ -26,9 +25,9 @@ from codeqa.retrieval.config import (
 from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index
-from codeqa.retrieval.stores import weaviate_server
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
-from codeqa.retrieval.stores.weaviate_server import binary_dir, embedded_binary_file, resolve_target
+from codeqa.retrieval.stores.weaviate_build import embedded_binary_file
+from codeqa.retrieval.stores.weaviate_server import binary_dir, resolve_target
 from codeqa.tui.settings import load_settings
 
 PACKAGE = Path(__file__).parents[1]  # the codeqa package: the repository's root
@@ -44,8 +43,9 @@ ALLOWED = {
         "sets LITELLM_LOCAL_MODEL_COST_MAP and TIKTOKEN_CACHE_DIR, unless the user set them, "
         "so litellm and tiktoken work offline"
     ),
-    ("retrieval/stores/weaviate_server.py", "build_server_binary"): (
-        "`go install` runs in this process's environment (PATH, GOPATH, proxies), plus GOBIN"
+    ("retrieval/stores/weaviate_build.py", "build_server_binary"): (
+        "the Go toolchain runs in this process's environment (PATH, GOPATH, proxies), with "
+        "Go workspaces off"
     ),
     ("tui/warm/client.py", "warm_settings"): (
         "reads the socket folder from the environment load_settings hands it, at the edge"
@@ -132,9 +132,6 @@ def test_an_index_opens_what_settings_resolved_whatever_the_environment_says_lat
     assert target.binary_dir == binary_dir(settings) == tmp_path / "resolved-binaries"
 
     # Opening the index looks for the embedded server's binary where settings said.
-    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(weaviate_server, "BINARY_DOWNLOAD_HOST", ("127.0.0.1", _closed_port()))
     with pytest.raises(StoreUnavailable) as caught:
         open_weaviate_store(settings, tmp_path / "index", 4)
     assert str(embedded_binary_file(tmp_path / "resolved-binaries")) in str(caught.value)
@@ -176,9 +173,3 @@ def test_settings_built_without_the_edge_use_the_default_cache_folder(
 ):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # only the edge reads it
     assert IndexSettings().cache_root == Path.home() / ".cache" / "codeqa"
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

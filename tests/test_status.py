@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 
+import pytest
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import build_index, index_lock
 from codeqa.tui.cli import main
@@ -120,3 +121,162 @@ def test_a_fill_counts_the_vectors_it_found_in_the_cache(small_repo, tmp_path):
     filled = build_index(small_repo, keyword_first)
     assert filled.vectors_embedded == 0
     assert filled.vectors_from_cache == filled.chunks_total > 0
+
+
+def refuse_to_open_the_store(monkeypatch) -> None:
+    """Opening the store from here on fails the test: what is asked must come from the
+    manifest (on a monorepo, opening the store and counting took ~4 s of every status)."""
+    from codeqa.retrieval import index as index_module
+    from codeqa.retrieval import indexing as indexing_module
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the store was opened")
+
+    monkeypatch.setattr(index_module, "open_store", refuse)
+    monkeypatch.setattr(indexing_module, "open_store", refuse)
+
+
+def modules(repo, count: int) -> None:
+    repo.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        (repo / f"module_{number}.py").write_text(
+            f"def handler_{number}(request):\n    return request.value + {number}\n"
+        )
+
+
+def test_status_of_a_keyword_first_index_reads_its_counts_from_the_manifest(
+    small_repo, index_dir, capsys, monkeypatch
+):
+    built = build_index(small_repo, IndexSettings(index_dir=index_dir), embed=False)
+    refuse_to_open_the_store(monkeypatch)
+
+    status = status_json(small_repo, index_dir, capsys)
+    assert status["chunks"] == built.chunks_total > 0
+    assert status["vectors_filled_percent"] == 0.0
+    assert status["pending"] == [
+        f"vectors for {built.chunks_total:,} of {built.chunks_total:,} chunks "
+        "(keyword search covers them)"
+    ]
+
+
+def test_a_keyword_refresh_with_nothing_changed_leaves_the_store_closed(
+    small_repo, index_dir, monkeypatch
+):
+    settings = IndexSettings(index_dir=index_dir)
+    built = build_index(small_repo, settings, embed=False)
+    refuse_to_open_the_store(monkeypatch)
+
+    again = build_index(small_repo, settings, embed=False)
+    assert again.files_changed == again.files_removed == 0
+    assert again.chunks_total == again.vectors_pending == built.chunks_total
+
+
+def test_a_stopped_fill_records_what_it_left_so_that_status_needs_no_store(tmp_path, monkeypatch):
+    import threading
+
+    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH
+    from codeqa.retrieval.errors import Cancelled
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.status import index_status
+
+    repo = tmp_path / "repo"
+    modules(repo, CHUNKS_PER_EMBED_BATCH + 44)  # two batches; the fill stops after one
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    total = build_index(repo, settings, embed=False).chunks_total
+    stop = threading.Event()
+
+    def progress(event) -> None:
+        if event.done:
+            stop.set()
+
+    with open_index(repo, settings) as index:
+        try:
+            index.fill_vectors(progress, stop)
+        except Cancelled:
+            pass
+    refuse_to_open_the_store(monkeypatch)
+
+    status = index_status(repo, settings)
+    assert status.chunks == total
+    assert status.vectors_filled_percent == round(100 * CHUNKS_PER_EMBED_BATCH / total, 1)
+    assert status.pending == [
+        f"vectors for {total - CHUNKS_PER_EMBED_BATCH} of {total} chunks "
+        "(keyword search covers them)"
+    ]
+
+
+def test_a_watched_index_counts_the_changes_its_watcher_saw_instead_of_scanning(
+    tmp_path, monkeypatch
+):
+    from codeqa.retrieval import status as status_module
+    from codeqa.retrieval.live import LiveIndex
+
+    repo = tmp_path / "repo"
+    modules(repo, 3)
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    with LiveIndex(repo, settings, watched=True) as live:
+        live.refresh()
+
+        def no_scan(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the tree was scanned")
+
+        monkeypatch.setattr(status_module, "scan_for_changes", no_scan)
+        assert live.status().files_changed_since == 0
+        (repo / "module_1.py").write_text("def edited():\n    return 1\n")
+        with index_lock(settings.index_dir):  # another process is indexing: no refresh yet
+            assert live.refresh(changed=["module_1.py"]) is None
+            assert live.status().files_changed_since == 1
+        live.refresh(changed=[])
+        assert live.status().files_changed_since == 0
+
+
+def test_a_fill_on_this_machines_cores_stops_within_a_step_not_after_its_whole_batch(
+    tmp_path, monkeypatch
+):
+    # A refresh stops the fill and waits for it: it waited for a whole batch of 256
+    # chunks (~10 CPU-s of the bundled model), most of a monorepo's edit-to-searchable.
+    import threading
+
+    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, CHUNKS_PER_LOCAL_EMBED_STEP
+    from codeqa.retrieval.embedders import onnx
+    from codeqa.retrieval.errors import Cancelled
+    from codeqa.retrieval.index import open_index
+
+    repo = tmp_path / "repo"
+    modules(repo, CHUNKS_PER_EMBED_BATCH)
+    settings = IndexSettings(index_dir=tmp_path / "index")  # the bundled model
+    build_index(repo, settings, embed=False)
+    stop = threading.Event()
+    embedded: list[int] = []
+    run = onnx._LoadedModel.run
+
+    def counted(model, token_ids):
+        stop.set()  # a refresh asks the fill to stop as its first model batch runs
+        embedded.append(len(token_ids))
+        return run(model, token_ids)
+
+    monkeypatch.setattr(onnx._LoadedModel, "run", counted)
+    with open_index(repo, settings) as index, pytest.raises(Cancelled):
+        index.fill_vectors(cancel=stop)
+    assert 0 < sum(embedded) <= CHUNKS_PER_LOCAL_EMBED_STEP
+
+
+def test_a_manifest_written_before_the_counts_were_kept_still_reads_as_complete(
+    tmp_path, monkeypatch
+):
+    from codeqa.retrieval.manifest import MANIFEST_NAME
+    from codeqa.retrieval.status import index_status
+
+    repo = tmp_path / "repo"
+    modules(repo, 3)
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    total = build_index(repo, settings).chunks_total
+    path = tmp_path / "index" / MANIFEST_NAME
+    written = json.loads(path.read_text())
+    del written["chunks"], written["vectors_missing"]
+    path.write_text(json.dumps(written | {"complete_chunks": total}))
+    refuse_to_open_the_store(monkeypatch)
+
+    status = index_status(repo, settings)
+    assert status.chunks == total and status.vectors_filled_percent == 100.0
+    assert status.pending == []

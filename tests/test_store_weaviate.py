@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import ipaddress
 import json
 import os
@@ -28,9 +29,18 @@ import pytest
 from codeqa.retrieval.config import BINARY_DIR_ENV, COLLECTION_ENV, STORE_FOLDER, IndexSettings
 from codeqa.retrieval.errors import ConfigError, StoreUnavailable
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
-from codeqa.retrieval.stores import weaviate_embedded, weaviate_server
+from codeqa.retrieval.stores import weaviate_build, weaviate_embedded, weaviate_server
 from codeqa.retrieval.stores.protocol import chunk_to_row
 from codeqa.retrieval.stores.weaviate import _chunk, _properties, open_weaviate_store
+from codeqa.retrieval.stores.weaviate_build import (
+    INSTALL_COMMAND,
+    LISTEN_HOST_ENV,
+    SERVER_VERSION,
+    SourceEdit,
+    apply_patch,
+    build_server_binary,
+    embedded_binary_file,
+)
 from codeqa.retrieval.stores.weaviate_embedded import (
     EMBEDDED_DATA_FOLDER,
     KEY_NAME,
@@ -40,11 +50,7 @@ from codeqa.retrieval.stores.weaviate_embedded import (
     stop_stale_server,
 )
 from codeqa.retrieval.stores.weaviate_server import (
-    INSTALL_COMMAND,
     LOCK_NAME,
-    SERVER_VERSION,
-    build_server_binary,
-    embedded_binary_file,
     free_loopback_ports,
     parse_server_url,
     repository_label,
@@ -137,17 +143,120 @@ def test_the_api_key_reaches_the_server_and_is_never_shown(tmp_path: Path):
     assert embedded.data_dir == tmp_path / STORE_FOLDER  # wiped by `codeqa index --rebuild`
 
 
-def test_the_embedded_binary_is_looked_up_where_weaviate_client_keeps_it(tmp_path: Path):
-    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
-
+def test_the_binary_is_named_for_the_version_and_the_patch_so_an_unpatched_one_is_not_used(
+    tmp_path: Path, monkeypatch
+):
     binary = embedded_binary_file(tmp_path)
-    binary.write_bytes(b"")  # present under our name: the client must not download it
-    options = EmbeddedOptions(
-        binary_path=str(tmp_path), persistence_data_path=str(tmp_path), version=SERVER_VERSION
+    assert binary.parent == tmp_path
+    assert binary.name.startswith(f"weaviate-v{SERVER_VERSION}-codeqa-")
+    # A machine holding Weaviate's own release (or codeqa's earlier build) builds anew.
+    assert binary.name != _release_binary_name()
+    changed = (*weaviate_build.SOURCE_PATCH[:-1], replace(weaviate_build.SOURCE_PATCH[-1], new=""))
+    monkeypatch.setattr(weaviate_build, "SOURCE_PATCH", changed)
+    assert embedded_binary_file(tmp_path) != binary  # another patch, another binary
+
+
+def test_the_patch_binds_both_listeners_on_the_host_codeqa_names():
+    binds = {
+        edit.path: edit.new
+        for edit in weaviate_build.SOURCE_PATCH
+        if '":%d"' in edit.old  # upstream's ":port": every interface
+    }
+    # gRPC, and the cluster API's server (the data port, HTTP and gRPC).
+    assert set(binds) == {
+        "adapters/handlers/grpc/server.go",
+        "adapters/handlers/rest/clusterapi/serve.go",
+    }
+    for new in binds.values():
+        assert f'net.JoinHostPort(os.Getenv("{LISTEN_HOST_ENV}")' in new
+
+
+def _release_binary_name() -> str:
+    """The file weaviate-client downloads Weaviate's own release to; `go install` built the
+    unpatched server to it before."""
+    tag = f"v{SERVER_VERSION}"
+    return f"weaviate-{tag}-{hashlib.sha256(tag.encode()).hexdigest()}"
+
+
+def _fake_source(folder: Path) -> Path:
+    """A module source with one file, read-only as in the Go module cache."""
+    (folder / "cmd").mkdir(parents=True)
+    (folder / "cmd" / "server.go").write_text('listen(":%d")\n')
+    for path in (folder / "cmd" / "server.go", folder / "cmd", folder):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    return folder
+
+
+def _fake_patch(monkeypatch, old: str = '":%d"') -> None:
+    text = b'listen(":%d")\n'
+    edit = SourceEdit("cmd/server.go", hashlib.sha256(text).hexdigest(), old, '"127.0.0.1:%d"')
+    monkeypatch.setattr(weaviate_build, "SOURCE_PATCH", (edit,))
+
+
+# `go mod download -json` names the source folder; `go build ... -o FILE` "builds" by copying
+# the (patched) source file's line there (PATH holds only this `go`: shell builtins only).
+_GO_BUILDING_THE_SOURCE = """
+case "$1" in
+  mod) printf '{"Dir": "%s"}' "$FAKE_SOURCE" ;;
+  build) while [ "$1" != "-o" ]; do shift; done; read -r line < cmd/server.go
+         printf '%s\n' "$line" > "$2" ;;
+esac
+"""
+
+
+def test_the_server_build_patches_the_module_source_and_moves_the_binary_into_place(
+    tmp_path: Path, monkeypatch
+):
+    _fake_patch(monkeypatch)
+    source = _fake_source(tmp_path / "modcache")
+    monkeypatch.setenv("FAKE_SOURCE", str(source))
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin", _GO_BUILDING_THE_SOURCE)))
+    binary = build_server_binary(tmp_path / "cache")
+    assert binary == embedded_binary_file(tmp_path / "cache")
+    assert binary.read_text() == 'listen("127.0.0.1:%d")\n'  # built from the patched copy
+    assert (source / "cmd" / "server.go").read_text() == 'listen(":%d")\n'  # cache untouched
+    # Reused from then on: a second call runs no build (this `go` would fail).
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin2", "exit 1")))
+    assert build_server_binary(tmp_path / "cache") == binary
+    assert [p.name for p in binary.parent.iterdir() if p.name.startswith(".codeqa-build-")] == []
+
+
+def test_the_patch_refuses_a_source_file_that_is_not_the_pinned_one(tmp_path: Path, monkeypatch):
+    _fake_patch(monkeypatch)
+    (tmp_path / "cmd").mkdir()
+    (tmp_path / "cmd" / "server.go").write_text('listen(":%d") // changed upstream\n')
+    with pytest.raises(StoreUnavailable, match="SHA-256 differs"):
+        apply_patch(tmp_path)
+    assert (tmp_path / "cmd" / "server.go").read_text() == 'listen(":%d") // changed upstream\n'
+    _fake_patch(monkeypatch, old="not in the file")
+    (tmp_path / "cmd" / "server.go").write_text('listen(":%d")\n')
+    with pytest.raises(StoreUnavailable, match="does not apply"):
+        apply_patch(tmp_path)
+
+
+def test_a_failed_server_build_names_the_go_error_and_leaves_no_binary(tmp_path: Path, monkeypatch):
+    _fake_patch(monkeypatch)
+    monkeypatch.setenv("FAKE_SOURCE", str(_fake_source(tmp_path / "modcache")))
+    script = (
+        'case "$1" in mod) printf \'{"Dir": "%s"}\' "$FAKE_SOURCE" ;; build) '
+        'echo "go: downloading github.com/weaviate/sroar v0.0.18"; '
+        'echo "go: github.com/weaviate/sroar@v0.0.18: 403 Forbidden" >&2; exit 1 ;; esac'
     )
-    embedded = EmbeddedV4(options)  # starts nothing
-    embedded.ensure_weaviate_binary_exists()
-    assert Path(embedded._weaviate_binary_path) == binary
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin", script)))
+    with pytest.raises(StoreUnavailable) as caught:
+        build_server_binary(tmp_path / "cache")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "sroar@v0.0.18: 403 Forbidden" in message
+    assert f"weaviate@v{SERVER_VERSION}" in message
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".codeqa-build.lock"]
+
+
+def test_a_failed_source_download_is_one_line_naming_go_s_error(tmp_path: Path, monkeypatch):
+    script = """printf '{"Path": "github.com/weaviate/weaviate", "Error": "410 Gone"}'; exit 1"""
+    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin", script)))
+    with pytest.raises(StoreUnavailable, match=r"`go mod download .*` failed: 410 Gone$"):
+        build_server_binary(tmp_path / "cache")
 
 
 def test_a_refused_connection_is_one_clear_line(tmp_path: Path):
@@ -163,57 +272,24 @@ def test_a_refused_connection_is_one_clear_line(tmp_path: Path):
     assert "connecting failed" in message
 
 
-def test_embedded_weaviate_offline_fails_fast_saying_how_to_get_the_binary(
-    tmp_path: Path, monkeypatch
+def test_without_the_patched_binary_embedded_weaviate_says_how_to_build_it_and_downloads_nothing(
+    tmp_path: Path,
 ):
-    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    # The download host refuses, as it does offline (nothing listens on a closed port).
-    monkeypatch.setattr(
-        weaviate_server, "BINARY_DOWNLOAD_HOST", ("127.0.0.1", free_loopback_ports(1)[0])
-    )
-    settings = IndexSettings(store="weaviate", weaviate_binary_dir=tmp_path / "no-binary-here")
-    started = time.monotonic()
+    binaries = tmp_path / "binaries"
+    binaries.mkdir()
+    # Weaviate's own release, as weaviate-client downloads it: its ports are not all on
+    # loopback, so it is not started.
+    (binaries / _release_binary_name()).write_bytes(b"")
+    settings = IndexSettings(store="weaviate", weaviate_binary_dir=binaries)
     with pytest.raises(StoreUnavailable) as caught:
         open_weaviate_store(settings, tmp_path / "index", 4)
-    assert time.monotonic() - started < 10
     message = str(caught.value)
     assert "\n" not in message
-    assert "offline" in message
     assert f"`{INSTALL_COMMAND}`" in message
-    assert str(embedded_binary_file(tmp_path / "no-binary-here")) in message  # or by hand
+    assert str(embedded_binary_file(binaries)) in message  # or put there by hand
+    assert f"{_release_binary_name()} there lacks the patch" in message
     assert "--store weaviate --weaviate-url http://host:8080" in message
-
-
-def test_the_server_build_moves_the_binary_into_place_in_one_step(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv(
-        "PATH", str(_fake_go(tmp_path / "bin", 'printf built > "$GOBIN/weaviate-server"'))
-    )
-    binary = build_server_binary(tmp_path / "cache")
-    assert binary == embedded_binary_file(tmp_path / "cache")
-    assert binary.read_text() == "built"
-    # Reused from then on: a second call runs no build (this `go` would fail).
-    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin2", "exit 1")))
-    assert build_server_binary(tmp_path / "cache") == binary
-    assert (
-        sorted(p.name for p in binary.parent.iterdir() if p.name.startswith(".codeqa-build-")) == []
-    )
-
-
-def test_a_failed_server_build_names_the_go_error_and_leaves_no_binary(tmp_path: Path, monkeypatch):
-    script = (
-        'echo "go: downloading github.com/weaviate/sroar v0.0.18"; '
-        'echo "go: github.com/weaviate/sroar@v0.0.18: 403 Forbidden" >&2; '
-        'printf partial > "$GOBIN/weaviate-server"; exit 1'
-    )
-    monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin", script)))
-    with pytest.raises(StoreUnavailable) as caught:
-        build_server_binary(tmp_path / "cache")
-    message = str(caught.value)
-    assert "\n" not in message
-    assert "sroar@v0.0.18: 403 Forbidden" in message
-    assert f"weaviate-server@v{SERVER_VERSION}" in message
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".codeqa-build.lock"]
+    assert [p.name for p in binaries.iterdir()] == [_release_binary_name()]  # nothing fetched
 
 
 def test_without_go_the_server_build_says_what_to_install(tmp_path: Path, monkeypatch):
@@ -415,7 +491,7 @@ def server_environment(pid: int) -> dict[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket tables")
-def test_embedded_weaviate_listens_on_loopback_and_answers_only_the_index_folders_key(
+def test_embedded_weaviate_listens_only_on_loopback_and_answers_only_the_index_folders_key(
     tmp_path: Path,
 ):
     import urllib.error
@@ -437,10 +513,9 @@ def test_embedded_weaviate_listens_on_loopback_and_answers_only_the_index_folder
         sockets = listening_sockets(pid)
         assert {port for _, port in sockets} >= {http, grpc_port, data}
         assert 6060 not in {port for _, port in sockets}  # the Go debug listener is off
-        exposed = {port for address, port in sockets if not address.is_loopback}
-        # Weaviate 1.39.3 has no setting for the address of these two (it listens on
-        # ":port"): each refuses a request without its credentials (below).
-        assert exposed <= {grpc_port, data}, sockets
+        # Every one, gRPC and the cluster data port included (Weaviate's own release binds
+        # those two on every interface).
+        assert all(address.is_loopback for address, _ in sockets), sockets
 
         key = (folder / KEY_NAME).read_text()
         assert stat.S_IMODE((folder / KEY_NAME).stat().st_mode) == 0o600

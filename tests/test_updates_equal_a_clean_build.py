@@ -15,7 +15,7 @@ from codeqa.retrieval.errors import Cancelled
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import ProgressEvent, build_index
 from codeqa.retrieval.records import SearchMode
-from weaviate_backend import weaviate_settings
+from weaviate_backend import weaviate_binary, weaviate_settings
 
 pytestmark = pytest.mark.slow  # builds a dozen small real indexes
 
@@ -136,3 +136,52 @@ def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(s
         edit(repo / f"pkg{f % 3}" / f"m{f}.py", "# render the widget layout again\n")
     build_index(repo, updated)
     assert differing(repo, updated, tmp_path) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Weaviate 1.39.3's BM25 document frequency sums each LSM segment's postings, "
+    "those of objects deleted or replaced since included, until a compaction into the "
+    "oldest segment drops them (docs/weaviate.md, 'Updates and BM25')",
+)
+def test_an_embedded_index_updated_command_by_command_searches_as_a_clean_build(tmp_path):
+    # Each build_index starts and stops the index's own server, as `codeqa index` does: the
+    # server writes its memtables to disk segments on stop, so each update's deletes land
+    # in a newer segment than the postings they delete (the session server of the tests
+    # above never stops, and keeps everything in one memtable).
+    settings = IndexSettings(
+        store="weaviate", embed_model=EMBED_MODEL, weaviate_binary_dir=weaviate_binary().parent
+    )
+    repo = tmp_path / "repo"
+    write_repo(repo)
+    updated = replace(settings, index_dir=tmp_path / "updated")
+    build_index(repo, updated)
+    (repo / "pkg1" / "m7.py").unlink()
+    for f in range(3):
+        edit(repo / f"pkg{f % 3}" / f"m{f}.py", f"# parser token cache note {f}\n")
+    build_index(repo, updated)
+    assert [key for key in differing(repo, updated, tmp_path) if key[1] == "bm25"] == []
+
+
+def test_one_edit_of_one_file_after_a_clean_build_searches_as_a_clean_build(tmp_path):
+    # LanceDB only: a clean build leaves its table one fragment, and compaction alone leaves
+    # an edit's deleted rows counted in BM25's statistics there (7 of 12 BM25 top 10s differed
+    # before the store's settle made them exact). Weaviate's statistics are its own (issue 45).
+    # Keyword-only, as `search` refreshes: a fill after it rewrote every row and hid this.
+    repo = tmp_path / "repo"
+    write_repo(repo, functions=250)  # ~400 chunks
+    updated = IndexSettings(embed_model=EMBED_MODEL, index_dir=tmp_path / "updated")
+    clean = replace(updated, index_dir=tmp_path / "clean")
+    build_index(repo, updated, embed=False)
+    edit(repo / "pkg1" / "m4.py", "# parser token cache note\n")
+    build_index(repo, updated, embed=False)
+    build_index(repo, clean, embed=False)
+
+    def bm25_tops(settings: IndexSettings) -> list[list[tuple[str, int, int]]]:
+        with open_index(repo, settings) as index:
+            return [
+                [(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in found]
+                for found in (index.search(query, SearchMode.BM25, 10) for query in QUERIES)
+            ]
+
+    assert bm25_tops(updated) == bm25_tops(clean)

@@ -25,14 +25,14 @@ from codeqa.retrieval.config import API_KEY_ENV, IndexSettings
 from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.stores.protocol import Store
 from codeqa.retrieval.stores.weaviate import drop_weaviate_index, open_weaviate_store
-from codeqa.retrieval.stores.weaviate_embedded import start_embedded_server
-from codeqa.retrieval.stores.weaviate_server import (
+from codeqa.retrieval.stores.weaviate_build import (
     INSTALL_COMMAND,
     SERVER_VERSION,
-    binary_dir,
     build_server_binary,
     embedded_binary_file,
 )
+from codeqa.retrieval.stores.weaviate_embedded import start_embedded_server
+from codeqa.retrieval.stores.weaviate_server import binary_dir
 from codeqa.tui.settings import load_settings
 
 URL_ENV = "CODEQA_TEST_WEAVIATE_URL"

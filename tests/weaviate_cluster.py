@@ -57,6 +57,8 @@ class WeaviateCluster:
     binary: Path
     root: Path
     api_key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    # Off only to show what it prevents (evals/bench_cluster_faults.py drift).
+    async_indexing: bool = True
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -106,6 +108,12 @@ class WeaviateCluster:
             "AUTHENTICATION_APIKEY_ALLOWED_KEYS": self.api_key,
             "AUTHENTICATION_APIKEY_USERS": ADMIN_USER,
             "QUERY_DEFAULTS_LIMIT": "25",
+            # A node SIGKILLed within seconds of a write keeps the objects but loses their
+            # vectors from its vector index (34 of 634 chunks, right after a build), which
+            # async replication, comparing objects, never repairs: its searches miss them.
+            # Async indexing queues vectors durably and indexes the rest at restart
+            # (docs/weaviate.md recommends it for a team's cluster).
+            "ASYNC_INDEXING": str(self.async_indexing).lower(),
         }
         if node is not first:
             env["CLUSTER_JOIN"] = f"127.0.0.1:{first.gossip_port}"
@@ -155,6 +163,24 @@ class WeaviateCluster:
         with urllib.request.urlopen(request, timeout=10) as response:
             nodes = json.load(response).get("nodes", [])
         return {n["name"] for n in nodes if n.get("status") == "HEALTHY"}
+
+    def leader(self) -> Node | None:
+        """The node the running nodes see as Raft leader; None while they elect one."""
+        for via in (n for n in self.nodes if n.running):
+            request = urllib.request.Request(
+                f"{via.url}/v1/cluster/statistics",
+                headers={"Authorization": f"Bearer {self.api_key}"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    statistics = json.load(response).get("statistics", [])
+            except (urllib.error.URLError, OSError, ValueError):
+                continue
+            for node in statistics:
+                if (node.get("raft") or {}).get("state") == "Leader":
+                    return next(n for n in self.nodes if n.name == node.get("name"))
+            return None
+        return None
 
     def object_counts(self, collection: str) -> dict[str, int]:
         """Objects of `collection` each running node holds (its own shards' replicas)."""

@@ -185,7 +185,7 @@ class OnnxEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        with nullcontext() if background else self._waited_on():
+        with nullcontext() if background else self.foreground():
             model = self._model()
             encodings = model.tokenizer.encode_batch(list(texts))
             lengths = np.array([len(e.ids) for e in encodings])
@@ -198,7 +198,11 @@ class OnnxEmbedder:
         return out
 
     @contextmanager
-    def _waited_on(self) -> Iterator[None]:
+    def foreground(self) -> Iterator[None]:
+        """Work someone waits for runs inside: background batches (the vector fill) start
+        none of theirs until it ends. An embed that is not background is such work; so is a
+        served request that embeds nothing (a keyword search), which the fill's model
+        batches would otherwise leave a fraction of the cores to (live.LiveIndex.foreground)."""
         with self._turns:
             self._waited_for += 1
         try:

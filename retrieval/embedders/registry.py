@@ -9,6 +9,7 @@ imported only when chosen, so `codeqa search` pays for the one it uses.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -46,6 +47,13 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray:
         """One vector of shape (dim,) for a search query."""
         ...
+
+
+def foreground_turns(embedder: object) -> Callable[[], AbstractContextManager[None]] | None:
+    """The embedder's `foreground` where it shares this machine's cores (the bundled model):
+    work someone waits for runs inside it, and background embedding waits its turn. None
+    for one that does not (a served model, the static vectors)."""
+    return getattr(embedder, "foreground", None)
 
 
 # The header (path, class, signature) tells the model where the code lives, which is

@@ -4,8 +4,11 @@ Behaviours of LanceDB 0.40 this module relies on (each covered by the contract t
 - native Lance FTS (Tantivy is gone): rows written after the FTS index was built are still
   found, by a flat scan over the unindexed rows, so no row is missed before re-indexing;
   but BM25's corpus statistics are the index's, and still count rows deleted since it was
-  built: scores equal a clean build's only once `optimize()` has folded every change in
-  (indexing.py settles every run that way; ties are ordered by chunk id, see `_leg`);
+  built. `optimize()` folds new rows in, but drops the deleted ones only from the fragments
+  its compaction rewrites: a fragment alone in its bin keeps them (one edit of one file in
+  a 30-file repository left 7 of 12 BM25 top 10s unlike a clean build's). `settle()`
+  leaves the index exactly a clean build's; `keyword_drift()` counts the rows it is off by
+  until then (indexing.py decides when to settle; ties are ordered by chunk id, see `_leg`);
 - vector search skips rows whose vector is null, so chunks stored before their vectors
   are invisible to the vector side and found by the BM25 side of a hybrid query;
 - hybrid = the BM25 and vector queries, each `hybrid_depth` deep, fused as LanceDB's
@@ -16,6 +19,8 @@ Behaviours of LanceDB 0.40 this module relies on (each covered by the contract t
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,6 +59,9 @@ from codeqa.retrieval.stores.protocol import (
 )
 
 TABLE_NAME = "chunks"
+# Beside the table: the rows the full-text index held when last made exact, and the rows
+# changed before that which it may still count (see `keyword_drift`).
+DRIFT_FILE = "keyword-drift.json"
 KEYWORD_COLUMN = "keywords"
 VECTOR_COLUMN = "vector"
 
@@ -207,6 +215,38 @@ class LanceStore:
         """Fold unindexed rows into the indexes, compact files and drop old versions."""
         with self._writing():
             self._optimize_locked()
+
+    def settle(self) -> None:
+        """`optimize()`, and leave the full-text index's statistics exactly a clean build's.
+
+        Compaction drops deleted rows from BM25's statistics only in the fragments it
+        rewrites; after a clean build the table is one fragment, which an edit's deletions
+        alone do not get rewritten. A second optimize compacts it with the fragment the
+        first folded in (all indexed now); an index LanceDB cannot be shown to hold no
+        deleted rows after that is built afresh over the rows there are.
+        """
+        with self._writing():
+            self._optimize_locked()
+            if self._holds_deleted_rows() is not False:
+                self._optimize_locked()
+            if self._holds_deleted_rows() is not False:
+                self._create_fts_index()
+            self._record_drift(0)
+
+    def keyword_drift(self) -> int | None:
+        """Rows written or deleted since the full-text index was last exactly a clean build's
+        (BM25 statistics count the deleted ones and not the written ones); None if unknown
+        (an index from before this was recorded, or none yet)."""
+        name = self._fts_index_name()
+        recorded = self._recorded_drift()
+        if name is None or recorded is None:
+            return None
+        rows, changed = recorded
+        stats = self._table.index_stats(name)
+        if stats is None:
+            return None
+        deleted = max(0, rows - stats.num_indexed_rows)
+        return changed + stats.num_unindexed_rows + deleted
 
     def prune_old_versions(self) -> int:
         """Delete table versions older than `keep_old_versions_for`; returns how many old
@@ -432,12 +472,55 @@ class LanceStore:
         return self._table.version // every > self._version_optimized // every
 
     def _optimize_locked(self) -> None:
+        # What the index was off by stays counted: optimize folds new rows in, but its
+        # statistics may still count deleted ones (see `settle`).
+        drift = self.keyword_drift() if self._has_fts_index else 0
         # A new index is built after the compaction, over the files it leaves: built
         # before, it would be remapped onto them at once.
         self._table.optimize(cleanup_older_than=self.tuning.keep_old_versions_for)
         if not self._has_fts_index and self._table.count_rows() > 0:
             self._create_fts_index()
+        elif self._holds_deleted_rows() is False:
+            self._record_drift(0)  # every fragment rewritten or untouched: exact
+        else:
+            self._record_drift(drift)
         self._version_optimized = self._table.version
+
+    def _holds_deleted_rows(self) -> bool | None:
+        """Whether some fragment keeps deleted rows (None: LanceDB's figures cannot tell).
+
+        Its statistics give each fragment's physical length only as min/max/mean, which
+        add up exactly for one or two fragments: what a compacted table under a million
+        rows has.
+        """
+        fragments = self._table.stats()["fragment_stats"]
+        count, lengths = fragments["num_fragments"], fragments["lengths"]
+        if count == 0:
+            return False
+        if count > 2:
+            return None
+        physical = lengths["max"] + (lengths["min"] if count == 2 else 0)
+        return physical != self._table.count_rows()
+
+    def _recorded_drift(self) -> tuple[int, int] | None:
+        try:
+            data = json.loads((self.directory / DRIFT_FILE).read_text(encoding="utf-8"))
+            return int(data["indexed_rows"]), int(data["changed_rows"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _record_drift(self, changed: int | None) -> None:
+        """Note the rows the index holds now, and those it may be off by (None: unknown)."""
+        path = self.directory / DRIFT_FILE
+        name = self._fts_index_name()
+        stats = self._table.index_stats(name) if name is not None else None
+        if changed is None or stats is None:
+            path.unlink(missing_ok=True)
+            return
+        scratch = path.with_suffix(".tmp")
+        record = {"indexed_rows": stats.num_indexed_rows, "changed_rows": changed}
+        scratch.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(scratch, path)
 
     def _create_fts_index(self) -> None:
         from lancedb.index import FTS
@@ -455,6 +538,7 @@ class LanceStore:
         )
         self._table.create_index(KEYWORD_COLUMN, config=config, replace=True)
         self._has_fts_index = True
+        self._record_drift(0)  # built over exactly the rows there are
 
     def _unindexed_rows(self) -> int:
         name = self._fts_index_name()

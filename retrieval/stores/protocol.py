@@ -93,6 +93,15 @@ class Store(Protocol):
         """Bring search indexes up to date after bulk writes (a no-op where not needed)."""
         ...
 
+    def settle(self) -> None:
+        """`optimize()`, and leave the keyword index's statistics exactly a clean build's."""
+        ...
+
+    def keyword_drift(self) -> int | None:
+        """Rows changed since the keyword index's statistics were last exactly a clean
+        build's (0: exact); None if the backend does not know."""
+        ...
+
     def old_versions(self) -> int:
         """How many old versions of the data the store keeps now (0 for a backend that
         keeps none)."""

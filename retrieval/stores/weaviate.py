@@ -44,8 +44,11 @@ the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What
 from __future__ import annotations
 
 import json
+import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -71,13 +74,13 @@ from codeqa.retrieval.stores.protocol import (
     resolve_query_vector,
     unique_by_id,
 )
+from codeqa.retrieval.stores.weaviate_build import installed_binary
 from codeqa.retrieval.stores.weaviate_embedded import EmbeddedServer, start_embedded_server
 from codeqa.retrieval.stores.weaviate_server import (
     DEFAULT_COLLECTION_PREFIX,
     ServerTimeouts,
     WeaviateTarget,
     connect,
-    embedded_binary,
     lock_embedded,
     one_line,
     repository_label,
@@ -92,6 +95,10 @@ if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first 
 
 MARKER_NAME = "weaviate.json"
 
+# Says, once per store, that writes wait for a cluster to elect a Raft leader. With no
+# handler configured (the CLI), Python prints a warning's bare message on stderr.
+_LOG = logging.getLogger(__name__)
+
 VECTOR_NAME = "code"
 KEYWORD_PROPERTY = "keywords"
 # Marks collections codeqa created, so a shared server's other collections are never touched.
@@ -104,6 +111,9 @@ SCHEMA_VERSION = 3  # 2: keywords stemmed, stop words removed; 3: a tenant per i
 # from whichever replica is nearest, even one that missed writes while it was down). A
 # QUORUM read also repairs a stale replica it meets. On one server (factor 1) it is ONE.
 CONSISTENCY_LEVEL = "QUORUM"
+# How long a collection or tenant just created may take to show in the schema of the node
+# codeqa reads it from (a follower applies the leader's change a moment later).
+SCHEMA_VISIBLE_SECONDS = 10.0
 
 # The stems LanceDB's FTS index drops with `remove_stop_words` (its English list is matched
 # after stemming, so "being" and "others" go as "be" and "other"; "because", "would" and
@@ -147,6 +157,10 @@ class WeaviateTuning:
     # Tries at opening the collection while a server answers 500 (a cluster node just died).
     open_attempts: int = 4
     open_retry_seconds: float = 1.0
+    # A cluster whose Raft leader died elects another in ~10 s (3 nodes on loopback,
+    # tests/test_weaviate_cluster.py); a write waits this long for it, polling its node.
+    leader_wait_seconds: float = 60.0
+    leader_poll_seconds: float = 0.5
     # How long connecting, querying and writing may take (weaviate_server.py).
     timeouts: ServerTimeouts = ServerTimeouts()
 
@@ -249,7 +263,7 @@ class _EmbeddedServers:
 
 def _start(target: WeaviateTarget, timeouts: ServerTimeouts, lock_file: IO[str]) -> _RunningServer:
     """Start the target's embedded server (its folder locked) and connect to it."""
-    server = start_embedded_server(embedded_binary(target, timeouts), target.data_dir)
+    server = start_embedded_server(installed_binary(target.binary_dir), target.data_dir)
     try:
         client = connect(target, timeouts, server.address, server.api_key)
     except BaseException:
@@ -278,6 +292,7 @@ class WeaviateStore:
         # The client's batch context keeps per-collection state: one writer at a time.
         self._write_lock = threading.Lock()
         self._client: WeaviateClient | None = None
+        self._said_electing = False
         try:
             # Before connecting: a mismatch fails fast.
             self._marked_tenant = _check_marker(target, dim)
@@ -330,6 +345,7 @@ class WeaviateStore:
         unique_paths = sorted(set(paths))
         step = self.tuning.delete_batch
         with self._write_lock, self._errors("deleting chunks"):
+            self._await_leader()
             for start in range(0, len(unique_paths), step):
                 where = Filter.by_property("path").contains_any(unique_paths[start : start + step])
                 # One delete_many removes at most QUERY_MAXIMUM_RESULTS objects: repeat.
@@ -465,6 +481,14 @@ class WeaviateStore:
     def optimize(self) -> None:
         """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
 
+    def settle(self) -> None:
+        """Nothing codeqa can do: Weaviate's BM25 statistics count replaced objects until
+        its own segments compact (lsmkv/bucket.go)."""
+
+    def keyword_drift(self) -> None:
+        """Not known: Weaviate keeps its statistics to itself."""
+        return None
+
     def old_versions(self) -> int:
         """Weaviate keeps no old versions."""
         return 0
@@ -553,6 +577,7 @@ class WeaviateStore:
         from weaviate.util import generate_uuid5
 
         with self._write_lock, self._errors("writing chunks"):
+            self._await_leader()
             batching = self._collection.batch.fixed_size(
                 batch_size=self.tuning.batch_size,
                 concurrent_requests=self.tuning.concurrent_requests,
@@ -620,15 +645,65 @@ class WeaviateStore:
         with self._errors("opening the collection"):
             for attempt in retrying:
                 with attempt:
-                    create_chunk_collection(client, name, self.dim, self.target.replication_factor)
+                    create_chunk_collection(
+                        client,
+                        name,
+                        self.dim,
+                        self.target.replication_factor,
+                        before_create=self._await_leader,
+                    )
                     collection = client.collections.use(name)
                     _check_owned(collection, self.target, name, self.dim)
-                    self.tenant = _open_tenant(collection, self.target, self._marked_tenant)
+                    self.tenant = _open_tenant(
+                        collection, self.target, self._marked_tenant, self._await_leader
+                    )
             level = ConsistencyLevel(CONSISTENCY_LEVEL)
             shared = collection.with_consistency_level(level)
         self._shared = shared
         _write_marker(self.target, name, self.tenant, self.dim)
         return shared.with_tenant(self.tenant)
+
+    def _await_leader(self) -> None:
+        """On a cluster, until it has a Raft leader: every write goes through the leader.
+
+        Weaviate makes schema changes on the leader and, by default, looks a collection up
+        there for each data write. While a cluster elects a new leader, such a request hangs
+        until the client's timeout (an `index` took 59 s after the leader's SIGKILL), and once
+        one is elected it is answered at once. So a write first asks its node, which answers
+        at once, whether the cluster has a leader, and waits for one, saying so once.
+        """
+        if self.target.server is None or self._has_leader():
+            return
+        wait = self.tuning.leader_wait_seconds
+        if not self._said_electing:
+            self._said_electing = True
+            _LOG.warning(
+                "codeqa: note: the Weaviate cluster at %s has no Raft leader (a node died?) "
+                "and is electing one; writes wait for it, up to %.0f s",
+                self.target.where,
+                wait,
+            )
+        deadline = time.monotonic() + wait
+        while not self._has_leader():
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(
+                    f"Weaviate at {self.target.where}: the cluster elected no Raft leader "
+                    f"within {wait:.0f} s, and writes need one; are most of its nodes up?"
+                )
+            time.sleep(self.tuning.leader_poll_seconds)
+
+    def _has_leader(self) -> bool:
+        """Whether the node codeqa talks to knows of a Raft leader (it answers from its own
+        state, a dead node's entry without any); True when it does not tell (a server
+        before Raft, a key without the right to read the cluster's state)."""
+        from weaviate.exceptions import WeaviateBaseError
+
+        assert self._client is not None
+        try:
+            statistics = self._client.cluster.statistics()
+        except WeaviateBaseError:
+            return True
+        return any(node.raft.state == "Leader" for node in statistics.statistics)
 
     def _query_vector(self, vector: np.ndarray) -> list[float]:
         array = np.asarray(vector, dtype=np.float32).ravel()
@@ -654,11 +729,13 @@ def create_chunk_collection(
     replication_factor: int = 1,
     *,
     multi_tenant: bool = True,
+    before_create: Callable[[], None] | None = None,
 ) -> None:
     """Create codeqa's chunk collection `name` unless it exists (another process may race).
 
     `multi_tenant=False` (a collection per index) exists for evals/bench_multirepo.py, which
-    measured the two layouts; the store always uses tenants.
+    measured the two layouts; the store always uses tenants. `before_create` runs before a
+    collection is created (the store waits there for a cluster's leader).
     """
     from weaviate.classes.config import (
         Configure,
@@ -672,6 +749,8 @@ def create_chunk_collection(
 
     if client.collections.exists(name):
         return
+    if before_create is not None:
+        before_create()
 
     def text(prop: str, tokenization: Tokenization | None = None, **index: bool) -> Property:
         return Property(
@@ -724,8 +803,24 @@ def create_chunk_collection(
             ),
         )
     except UnexpectedStatusCodeError:
-        if not client.collections.exists(name):  # else: another process made it
+        if not _visible(lambda: client.collections.exists(name)):  # else: another made it
             raise
+    else:
+        _visible(lambda: client.collections.exists(name))
+
+
+def _visible(exists: Callable[[], bool]) -> bool:
+    """Whether what was just created shows in this node's schema, waiting a little for it.
+
+    Schema reads answer from the node codeqa talks to (`connect`), which applies a change
+    made through the Raft leader a moment after the leader has.
+    """
+    deadline = time.monotonic() + SCHEMA_VISIBLE_SECONDS
+    while not exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def _is_multi_tenant(collection: Collection) -> bool:
@@ -739,11 +834,17 @@ def _tenants_of(collection: Collection, target: WeaviateTarget) -> list[str]:
     return sorted(name for name in collection.tenants.get() if name.endswith(target.tenant_suffix))
 
 
-def _open_tenant(collection: Collection, target: WeaviateTarget, marked: str | None) -> str:
+def _open_tenant(
+    collection: Collection,
+    target: WeaviateTarget,
+    marked: str | None,
+    before_create: Callable[[], None],
+) -> str:
     """The index's tenant, created (named after its repository) unless it exists.
 
     Found by the index folder's id, so an opener that does not know the repository's name
     finds the tenant the indexer named; or the existing tenant the folder's marker names.
+    `before_create` runs before a tenant is created.
     """
     from weaviate.classes.tenants import Tenant
     from weaviate.exceptions import UnexpectedStatusCodeError
@@ -753,11 +854,14 @@ def _open_tenant(collection: Collection, target: WeaviateTarget, marked: str | N
     found = _tenants_of(collection, target)
     if found:
         return found[0]
+    before_create()
     try:
         collection.tenants.create([Tenant(name=target.tenant)])
     except UnexpectedStatusCodeError:
-        if not collection.tenants.exists(target.tenant):  # else: another process made it
+        if not _visible(lambda: collection.tenants.exists(target.tenant)):  # another made it
             raise
+    else:
+        _visible(lambda: collection.tenants.exists(target.tenant))
     return target.tenant
 
 
@@ -835,11 +939,16 @@ def _replication(factor: int) -> Any:
 
     if factor <= 1:
         return None
-    return Configure.replication(
-        factor=factor,
-        async_enabled=True,
-        deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
-    )
+    # Servers from 1.38 run async replication on their own and drop `async_enabled`, and
+    # weaviate-client warns of that on stderr at each `codeqa index` creating a collection;
+    # older servers (the client supports 1.27 on) still need it.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return Configure.replication(
+            factor=factor,
+            async_enabled=True,
+            deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
+        )
 
 
 def _description(dim: int) -> str:

@@ -1,14 +1,14 @@
 """The embedded Weaviate server: one private process per index folder, started and stopped
 by codeqa.
 
-Private: every port it can be told to bind (HTTP, gossip, Raft, Raft RPC) is on 127.0.0.1,
-it advertises 127.0.0.1 (so a host with only loopback works), the Go debug listener is off,
-and anonymous access is off: a client must send the index folder's API key, made on first
-start and kept 0600 beside the data (`KEY_NAME`). Weaviate 1.39.3 binds its gRPC port and
-its cluster data port on every interface whatever it is told (adapters/handlers/grpc/
-server.go and clusterapi/serve.go listen on ":port"): the first refuses requests without
-the API key, the second (object reads between nodes) requires cluster basic auth, whose
-credentials are new on each start and known only to the server.
+Private: every port it binds (HTTP, gRPC, gossip, the cluster data port, Raft, Raft RPC) is
+on 127.0.0.1, it advertises 127.0.0.1 (so a host with only loopback works), the Go debug
+listener is off, and anonymous access is off: a client must send the index folder's API key,
+made on first start and kept 0600 beside the data (`KEY_NAME`). Weaviate itself binds gRPC
+and the data port on every interface whatever it is told; the binary codeqa builds
+(weaviate_build.py) takes their host from a setting. The data port (object reads between
+nodes) also requires cluster basic auth, whose credentials are new on each start and known
+only to the server.
 
 No orphans: the server gets SIGTERM when the process that started it dies (Linux's
 PR_SET_PDEATHSIG), and a server left running anyway (another OS, a start interrupted at the
@@ -43,6 +43,7 @@ from types import MappingProxyType
 from typing import IO
 
 from codeqa.retrieval.errors import StoreUnavailable
+from codeqa.retrieval.stores.weaviate_build import LISTEN_HOST_ENV
 from codeqa.retrieval.stores.weaviate_server import ServerAddress, free_loopback_ports, one_line
 
 EMBEDDED_DATA_FOLDER = "weaviate"  # the server's own files, under the index's store folder
@@ -66,6 +67,9 @@ EMBEDDED_ENVIRONMENT = MappingProxyType(
         "CLUSTER_BIND_ADDR": LOOPBACK,
         "CLUSTER_ADVERTISE_ADDR": LOOPBACK,
         "CLUSTER_IN_LOCALHOST": "true",
+        # gRPC and the cluster data port: Weaviate binds them on every interface, and
+        # codeqa's build (weaviate_build.py) patches it to bind the host this names.
+        LISTEN_HOST_ENV: LOOPBACK,
         # The Go debug listener (pprof) binds :6060 on every interface unless switched off;
         # when 6060 is taken it printed a JSON error line on every command's terminal.
         "GO_PROFILING_DISABLE": "true",
@@ -137,7 +141,7 @@ def start_embedded_server(
         "RAFT_PORT": str(raft),
         "RAFT_INTERNAL_RPC_PORT": str(raft + 1),
         "AUTHENTICATION_APIKEY_ALLOWED_KEYS": api_key,
-        # The data port listens on every interface: only the node itself may use it.
+        # Only the node itself may use the data port.
         "CLUSTER_BASIC_AUTH_USERNAME": EMBEDDED_USER,
         "CLUSTER_BASIC_AUTH_PASSWORD": secrets.token_urlsafe(24),
     }

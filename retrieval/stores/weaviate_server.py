@@ -1,8 +1,8 @@
 """Where a Weaviate index lives and how to reach it: a server's URL, or the embedded server.
 
-Parses `--weaviate-url`, names the collection, finds (or builds with the Go toolchain, or
-explains how to get) the embedded binary, starts it on free loopback ports under the index's
-store folder, connects with timeouts, and turns weaviate-client's errors into one line naming
+Parses `--weaviate-url`, names the collection, says where the embedded binary lives (its
+build is weaviate_build.py), picks free loopback ports for the embedded server, connects with
+timeouts, and turns weaviate-client's errors into one line naming
 the server. The store itself (collection, reads, writes) is weaviate.py.
 """
 
@@ -10,16 +10,10 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import random
 import re
-import shutil
 import socket
-import subprocess
-import tempfile
-import urllib.request
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +22,6 @@ from urllib.parse import urlsplit
 
 from codeqa.retrieval.config import (
     API_KEY_ENV,
-    BINARY_DIR_ENV,
     COLLECTION_ENV,
     STORE_FOLDER,
     IndexSettings,
@@ -57,16 +50,6 @@ FIXED_PORTS_FROM = 20_000
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")  # Linux
 DEFAULT_EPHEMERAL_START = 49_152  # IANA's dynamic ports: macOS's and Windows' range
 DEFAULT_HTTP_PORTS = {"http": 8080, "https": 443}  # Weaviate's own port for http
-BINARY_DOWNLOAD_HOST = ("github.com", 443)  # where weaviate-client fetches the binary
-
-# The server version codeqa runs embedded (and downloads, online). weaviate-client 4.24.1
-# embeds 1.40.2, but the Go module proxy refuses weaviate 1.39.8 onwards, and weaviate 1.39.4
-# onwards needs github.com/weaviate/sroar v0.0.17+, which it refuses too: up to 1.39.3,
-# `go install` builds from the proxy alone. The client supports servers >= 1.27.
-SERVER_VERSION = "1.39.3"
-SERVER_PACKAGE = "github.com/weaviate/weaviate/cmd/weaviate-server"
-INSTALL_COMMAND = "codeqa install-weaviate"  # tui/cli/install_weaviate.py
-BUILD_LOCK_NAME = ".codeqa-build.lock"  # in the binary folder: one build at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +59,6 @@ class ServerTimeouts:
     init: float = 5.0
     query: float = 60.0
     insert: float = 120.0
-    # How long to wait for the binary's download host before saying we are offline.
-    download_probe: float = 3.0
 
 
 # ---- where to connect ---------------------------------------------------------------------
@@ -191,66 +172,6 @@ def binary_dir(settings: IndexSettings) -> Path:
     return settings.weaviate_binary_dir or Path.home() / ".cache" / "weaviate-embedded"
 
 
-def embedded_binary_file(binary_dir: Path, version: str = SERVER_VERSION) -> Path:
-    """The file weaviate-client starts for `version` (the same name it downloads to)."""
-    tag = "v" + version
-    return binary_dir / f"weaviate-{tag}-{hashlib.sha256(tag.encode('utf-8')).hexdigest()}"
-
-
-def build_server_binary(
-    binary_dir: Path,
-    version: str = SERVER_VERSION,
-    progress: Callable[[str], None] | None = None,
-) -> Path:
-    """The embedded server binary for `version`, built with `go install` unless already there.
-
-    Built into a temporary folder beside the binary and moved into place in one rename, so
-    an interrupted build leaves nothing that looks like a binary, and concurrent callers
-    (a lock) build it once. `progress` gets each line the Go toolchain prints.
-    """
-    binary = embedded_binary_file(binary_dir, version)
-    if binary.exists():
-        return binary
-    go = shutil.which("go")
-    if go is None:
-        raise StoreUnavailable(
-            f"building the Weaviate {version} server needs the Go toolchain (`go` on PATH): "
-            f"install Go >= 1.26 from https://go.dev/dl, or put the server binary at {binary}"
-        )
-    binary_dir.mkdir(parents=True, exist_ok=True)
-    with open(binary_dir / BUILD_LOCK_NAME, "a+") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another process may be building it
-        if binary.exists():
-            return binary
-        with tempfile.TemporaryDirectory(dir=binary_dir, prefix=".codeqa-build-") as gobin:
-            command = [go, "install", f"{SERVER_PACKAGE}@v{version}"]
-            tail = _run_go(command, {**os.environ, "GOBIN": gobin}, progress)
-            built = Path(gobin) / "weaviate-server"
-            if tail is not None or not built.exists():
-                raise StoreUnavailable(
-                    f"`{' '.join(command[1:])}` failed: {one_line(tail or 'no binary built')}"
-                )
-            os.replace(built, binary)
-    return binary
-
-
-def _run_go(
-    command: list[str], env: Mapping[str, str], progress: Callable[[str], None] | None
-) -> str | None:
-    """Run a Go command; None when it succeeds, else the last lines it printed."""
-    lines: deque[str] = deque(maxlen=5)
-    with subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if progress is not None:
-                progress(line.rstrip("\n"))
-            if line.strip() and not line.startswith("go: downloading"):
-                lines.append(line.strip())
-    return None if process.returncode == 0 else " ".join(lines)
-
-
 def resolve_target(
     settings: IndexSettings, directory: Path, repository: str | None = None
 ) -> WeaviateTarget:
@@ -324,53 +245,12 @@ def connect(
             grpc_secure=server.grpc_secure,
             auth_credentials=auth,
             additional_config=config,
+            # Schema and tenant reads from the node codeqa talks to, not proxied to the Raft
+            # leader (Weaviate's default): with the leader dead, each proxied read hung until
+            # the client's timeout (a search took 62 s), while the node's own copy of the
+            # schema, which changes only when an index is created, answers at once.
+            headers={"consistency": "false"},
         )
-
-
-def embedded_binary(target: WeaviateTarget, timeouts: ServerTimeouts) -> Path:
-    """The embedded server's binary: there, or downloaded by weaviate-client (online)."""
-    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
-    from weaviate.exceptions import WeaviateBaseError
-
-    binary = embedded_binary_file(target.binary_dir)
-    if binary.exists():
-        return binary
-    if not _download_host_reachable(timeouts.download_probe):
-        raise StoreUnavailable(_offline_message(binary))
-    options = EmbeddedOptions(
-        binary_path=str(target.binary_dir),
-        persistence_data_path=str(target.data_dir),
-        version=SERVER_VERSION,
-    )
-    try:
-        EmbeddedV4(options).ensure_weaviate_binary_exists()  # downloads; starts nothing
-    except (OSError, WeaviateBaseError) as error:
-        raise StoreUnavailable(_offline_message(binary)) from error
-    return binary
-
-
-def _offline_message(binary: Path) -> str:
-    return (
-        f"embedded Weaviate needs its server binary, downloaded from GitHub on first use, and "
-        f"GitHub is unreachable (offline?); build it with `{INSTALL_COMMAND}` (needs Go), or "
-        f"put Weaviate {SERVER_VERSION}'s binary at {binary} ({BINARY_DIR_ENV} names the "
-        "folder), or use a server: --store weaviate --weaviate-url http://host:8080"
-    )
-
-
-def _download_host_reachable(timeout: float) -> bool:
-    """Whether weaviate-client's binary download can work; a proxy is trusted to reach it."""
-    # The download is urllib's, which takes its proxies from getproxies(): asking the same
-    # function tells what the download will do. It is the standard library's own reading of
-    # the environment, not a codeqa setting, so it is not passed down from the edge.
-    proxies = urllib.request.getproxies()
-    if proxies.get("https") or proxies.get("all"):
-        return True
-    try:
-        with socket.create_connection(BINARY_DOWNLOAD_HOST, timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def free_loopback_ports(count: int, *, run: int = 1) -> list[int]:

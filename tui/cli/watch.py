@@ -74,7 +74,7 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
     loaded = settings_from_args(args, root)
     settings = loaded.index
     stop = threading.Event()
-    live = LiveIndex(root, settings, fill=True)
+    live = LiveIndex(root, settings, fill=True, watched=True)
     started = [time.perf_counter()]  # when the refresh under way began
     said_watching: list[bool] = []
 
@@ -130,10 +130,10 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
         batches = change_batches(
             root, index_dir_for(root, settings), stop, discover_options(settings)
         )
-        for _paths in batches:
+        for paths in batches:
             started[0] = time.perf_counter()
             try:
-                report = live.refresh()  # it pauses the vector fill, which holds the lock
+                report = live.refresh(changed=paths)  # it pauses the fill, which holds the lock
             except CodeqaError as error:  # e.g. the disk filled: say so, keep watching
                 print(one_line(f"codeqa: warning: refresh failed: {error}"), file=sys.stderr)
             else:

@@ -221,7 +221,7 @@ class WarmServer:
         deadline = time.monotonic() + REFRESH_WAIT_SECONDS
         while self.live.work_now == "refreshing" and time.monotonic() < deadline:
             time.sleep(0.02)
-        with self._work:
+        with self._work, self.live.foreground():  # the fill's model waits for it
             self.last_request = time.monotonic()
             try:
                 return self._run(request)
