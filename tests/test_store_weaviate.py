@@ -204,13 +204,16 @@ esac
 """
 
 
-def test_the_server_build_patches_the_module_source_and_moves_the_binary_into_place(
+def test_the_server_build_patches_a_copy_of_the_source_and_moves_the_binary_in_leaving_no_folder(
     tmp_path: Path, monkeypatch
 ):
     _fake_patch(monkeypatch)
     source = _fake_source(tmp_path / "modcache")
     monkeypatch.setenv("FAKE_SOURCE", str(source))
     monkeypatch.setenv("PATH", str(_fake_go(tmp_path / "bin", _GO_BUILDING_THE_SOURCE)))
+    killed_build = tmp_path / "cache" / ".codeqa-build-k1ll3d" / "weaviate"
+    killed_build.mkdir(parents=True)  # what a build stopped by SIGKILL leaves
+    (killed_build / "go.mod").write_text("module github.com/weaviate/weaviate\n")
     binary = build_server_binary(tmp_path / "cache")
     assert binary == embedded_binary_file(tmp_path / "cache")
     assert binary.read_text() == 'listen("127.0.0.1:%d")\n'  # built from the patched copy

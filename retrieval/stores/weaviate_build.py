@@ -42,6 +42,7 @@ SERVER_MODULE = "github.com/weaviate/weaviate"
 SERVER_MAIN = "./cmd/weaviate-server"  # the server's main package, in the module
 INSTALL_COMMAND = "codeqa install-weaviate"  # tui/cli/install_weaviate.py
 BUILD_LOCK_NAME = ".codeqa-build.lock"  # in the binary folder: one build at a time
+BUILD_FOLDER_PREFIX = ".codeqa-build-"  # a build's temporary folder, beside the binary
 # What the patched listen calls bind: the embedded server gets 127.0.0.1 here.
 LISTEN_HOST_ENV = "CODEQA_LISTEN_HOST"
 
@@ -161,7 +162,11 @@ def build_server_binary(binary_dir: Path, progress: Callable[[str], None] | None
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another process may be building it
         if binary.exists():
             return binary
-        with tempfile.TemporaryDirectory(dir=binary_dir, prefix=".codeqa-build-") as work:
+        # A build killed by a signal leaves its folder (a copy of the whole module source,
+        # hundreds of MB); holding the lock, no other build is using one.
+        for leftover in binary_dir.glob(BUILD_FOLDER_PREFIX + "*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        with tempfile.TemporaryDirectory(dir=binary_dir, prefix=BUILD_FOLDER_PREFIX) as work:
             source = Path(work) / "weaviate"
             _copy_tree(_module_source(go, environment), source)
             apply_patch(source)
