@@ -51,6 +51,17 @@ def expected(texts: list[str]) -> np.ndarray:
     return np.stack([standin_vector(text, DIM) for text in texts])
 
 
+def served_settings(url: str, concurrency: int, tmp_path: Path) -> IndexSettings:
+    """An index in `tmp_path` whose vectors come from the stand-in server at `url`."""
+    return IndexSettings(
+        index_dir=tmp_path / "index",
+        embed_model=MODEL,
+        embed_api_base=url,
+        embed_concurrency=concurrency,
+        cache_root=tmp_path / "cache",
+    )
+
+
 def test_a_served_model_gets_its_batches_in_flight_together_and_answers_in_order(serve) -> None:
     server, url = serve(delay_s=0.2)  # long enough that batches overlap if they are sent so
     texts = [f"def handler_{i}(request): return {i}" for i in range(40)]
@@ -98,13 +109,7 @@ def test_a_fill_from_a_served_model_resumes_where_it_stopped_and_embeds_nothing_
 ) -> None:
     monkeypatch.setattr(indexing, "CHUNKS_PER_EMBED_BATCH", 8)  # several batches of a small repo
     server, url = serve()
-    settings = IndexSettings(
-        index_dir=tmp_path / "index",
-        embed_model=MODEL,
-        embed_api_base=url,
-        embed_concurrency=2,
-        cache_root=tmp_path / "cache",
-    )
+    settings = served_settings(url, 2, tmp_path)
     build_index(small_repo, settings, embed=False)
     stop = threading.Event()
 
@@ -135,13 +140,7 @@ def test_a_fill_keeps_its_concurrency_in_flight_across_batches_and_stores_them_i
     # still being answered (and written) can fill the server's four slots.
     monkeypatch.setattr(indexing, "CHUNKS_PER_EMBED_BATCH", 4)
     server, url = serve(delay_s=0.1)
-    settings = IndexSettings(
-        index_dir=tmp_path / "index",
-        embed_model=MODEL,
-        embed_api_base=url,
-        embed_concurrency=4,
-        cache_root=tmp_path / "cache",
-    )
+    settings = served_settings(url, 4, tmp_path)
     build_index(small_repo, settings, embed=False)
     with open_index(small_repo, settings) as index:
         index.fill_vectors()
@@ -173,13 +172,7 @@ def test_a_text_repeated_in_batches_under_way_together_is_asked_for_once(
     )
     monkeypatch.setattr(indexing, "CHUNKS_PER_EMBED_BATCH", 2)
     server, url = serve(delay_s=0.05)
-    settings = IndexSettings(
-        index_dir=tmp_path / "index",
-        embed_model=MODEL,
-        embed_api_base=url,
-        embed_concurrency=4,
-        cache_root=tmp_path / "cache",
-    )
+    settings = served_settings(url, 4, tmp_path)
     build_index(repo, settings, embed=False)
     with open_index(repo, settings) as index:
         index.fill_vectors()
