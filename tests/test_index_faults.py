@@ -176,8 +176,8 @@ def test_check_says_usable_not_healthy_while_a_few_rows_are_outside_the_full_tex
     build_index(small_repo, settings_for(directory), embed=False)
     store = LanceStore(directory / "store", _dim(directory))
     try:  # fewer rows than make it a problem, as a short fill leaves them
-        missing = store.chunks_missing_vectors()
-        store.set_vectors([c.chunk_id for c in missing], np.ones((len(missing), store.dim)))
+        missing = store.ids_missing_vectors()
+        store.set_vectors(missing, np.ones((len(missing), store.dim)))
     finally:
         store.close()
     assert main(["index", "--check", str(small_repo), "--index-dir", str(directory)]) == 0
@@ -194,8 +194,8 @@ def test_check_reports_rows_outside_the_full_text_index(big_repo, tmp_path, caps
     try:
         # Writing every row's vector, as a fill stopped before its optimize does, leaves
         # the rows outside the full-text index.
-        missing = store.chunks_missing_vectors()
-        store.set_vectors([c.chunk_id for c in missing], np.ones((len(missing), store.dim)))
+        missing = store.ids_missing_vectors()
+        store.set_vectors(missing, np.ones((len(missing), store.dim)))
     finally:
         store.close()
     assert main(["index", "--check", str(big_repo), "--index-dir", str(directory)]) == 1

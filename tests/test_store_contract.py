@@ -293,6 +293,16 @@ def test_a_query_vector_given_as_a_function_is_computed_once_and_never_for_bm25(
     assert paths(store.search(query, no_vector, SearchMode.BM25, 4))[0] == "cache/lru.py"
 
 
+def test_chunks_by_ids_reads_those_chunks_whole_in_the_order_asked(open_store):
+    # A fill reads the ids missing vectors, then the chunks' texts a batch at a time.
+    store = open_store()
+    store.upsert(CORPUS, None)
+    asked = [CACHE.chunk_id, "no-such-id", HTTP.chunk_id, LINKS.chunk_id]
+    assert store.chunks_by_ids(asked) == [CACHE, HTTP, LINKS]
+    assert store.chunks_by_ids(['it\'s "quoted")']) == []
+    assert store.chunks_by_ids([]) == []
+
+
 def test_set_vectors_fills_in_what_ids_missing_vectors_lists(open_store):
     store = open_store()
     store.upsert(CORPUS, None)

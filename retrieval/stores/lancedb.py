@@ -346,9 +346,13 @@ class LanceStore:
     def ids_missing_vectors(self) -> list[str]:
         return [row["chunk_id"] for row in self._scan(f"{VECTOR_COLUMN} IS NULL", ["chunk_id"])]
 
-    def chunks_missing_vectors(self) -> list[Chunk]:
-        rows = self._scan(f"{VECTOR_COLUMN} IS NULL", list(CHUNK_COLUMNS))
-        return sorted((chunk_from_row(row) for row in rows), key=lambda c: (c.path, c.start_line))
+    def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        if not chunk_ids:
+            return []
+        listed = ", ".join(_sql_literal(chunk_id) for chunk_id in chunk_ids)
+        rows = self._scan(f"chunk_id IN ({listed})", list(CHUNK_COLUMNS))
+        found = {chunk.chunk_id: chunk for chunk in map(chunk_from_row, rows)}
+        return [found[chunk_id] for chunk_id in chunk_ids if chunk_id in found]
 
     def count(self) -> int:
         return self._table.count_rows()

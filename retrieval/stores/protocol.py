@@ -85,8 +85,9 @@ class Store(Protocol):
         """Ids of stored chunks that have no vector yet."""
         ...
 
-    def chunks_missing_vectors(self) -> list[Chunk]:
-        """Stored chunks that have no vector yet, so an indexer can embed them."""
+    def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The stored chunks with these ids, in the given order (unknown ids skipped): a
+        fill reads the ids `ids_missing_vectors` lists, then their texts a batch at a time."""
         ...
 
     def optimize(self) -> None:

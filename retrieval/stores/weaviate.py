@@ -474,9 +474,8 @@ class WeaviateStore:
         rows = self._walk(["chunk_id", "has_vector"])
         return [row["chunk_id"] for row in rows if not row.get("has_vector")]
 
-    def chunks_missing_vectors(self) -> list[Chunk]:
-        """Stored chunks that have no vector yet (what `fill_vectors` embeds)."""
-        return [_chunk(row) for row in self._fetch_by_chunk_ids(self.ids_missing_vectors())]
+    def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        return [_chunk(row) for row in self._fetch_by_chunk_ids(chunk_ids)]
 
     def optimize(self) -> None:
         """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
