@@ -181,3 +181,29 @@ def test_a_text_repeated_in_batches_under_way_together_is_asked_for_once(
 
     asked = server.behaviour.asked
     assert sum(count for text, count in asked.items() if text != PROBE_TEXT) == 1
+
+
+def test_a_fill_reads_its_chunks_a_store_write_at_a_time(
+    serve, small_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A served index's searches wait behind the fill's reads: reading a monorepo's 129k
+    # chunks without a vector all at once held them for seconds at every fill's start.
+    monkeypatch.setattr(indexing, "CHUNKS_PER_EMBED_BATCH", 4)
+    monkeypatch.setattr(indexing, "CHUNKS_PER_STORE_WRITE", 8)
+    reads: list[int] = []
+    read_by_ids = LanceStore.chunks_by_ids
+
+    def counted(store: LanceStore, chunk_ids: list[str]) -> list:
+        reads.append(len(chunk_ids))
+        return read_by_ids(store, chunk_ids)
+
+    monkeypatch.setattr(LanceStore, "chunks_by_ids", counted)
+    _server, url = serve()
+    settings = served_settings(url, 2, tmp_path)
+    build_index(small_repo, settings, embed=False)
+    with open_index(small_repo, settings) as index:
+        total = index.vectors_missing
+        index.fill_vectors()
+        assert index.vectors_missing == 0
+    assert total > 8
+    assert sum(reads) == total and max(reads) == 8
