@@ -521,7 +521,11 @@ def _settle_indexes(store: Store, report: IndexReport, *, settle: bool) -> None:
     full-text index, 10-40 s on that monorepo; only a resident process (serve, watch,
     chat, MCP), which can settle after answering, leaves it to its background worker.
     """
-    if settle:
+    # Settled now too where nothing says how far the keyword index is off: a new index
+    # has none yet, and LanceDB's keyword search finds nothing without one (a resident
+    # process's first build answered every search with no results until its worker
+    # settled); an index from before drift was recorded is settled once.
+    if settle or store.keyword_drift() is None:
         report.keyword_drift = settle_if_drifted(store)
     elif report.files_changed or report.files_removed or store.unindexed_rows():
         report.keyword_drift = store.keyword_drift()

@@ -142,6 +142,22 @@ def test_status_during_a_first_build_is_its_progress_not_no_index(tmp_path):
         assert live.status().files == 4  # once built, the index itself
 
 
+def test_a_resident_first_build_is_searchable_by_keyword_when_it_returns(tmp_path):
+    """A new index has no keyword index to be off from a clean build's: a resident process's
+    first build makes one before answering, or every keyword search would find nothing."""
+    from test_updates_equal_a_clean_build import WORDS, write_repo
+
+    repo = tmp_path / "repo"
+    write_repo(repo, files=6, functions=20)
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model=EMBED_MODEL)
+    build_index(repo, settings, embed=False, settle=False)
+    with LiveIndex(repo, settings, fill=False) as live:
+        live.open()
+        with live.borrow() as index:
+            assert index.search(WORDS[0], SearchMode.BM25, 1)
+        assert not any(line.startswith("keyword statistics") for line in live.status().pending)
+
+
 @pytest.mark.slow
 def test_a_resident_refresh_is_searchable_at_once_and_settles_its_keyword_statistics_after(
     tmp_path, monkeypatch
