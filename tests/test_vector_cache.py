@@ -8,6 +8,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from codeqa.retrieval.embedders import vector_cache
 from codeqa.retrieval.embedders.vector_cache import VectorCache
 
 MODEL_A = "onnx:model-a@pkg==1.0"
@@ -68,8 +69,10 @@ def test_lookups_of_more_hashes_than_sqlite_allows_in_one_query(tmp_path) -> Non
 @pytest.mark.slow  # spawns and kills a process
 def test_process_killed_in_the_middle_of_a_write_loses_only_that_write(tmp_path) -> None:
     path = tmp_path / "vectors.sqlite"
-    # The child commits one batch, then dies (os._exit, no cleanup) after the first
-    # row of its second batch has reached sqlite inside the open transaction.
+    lost = vector_cache._ROWS_PER_INSERT + 1
+    # The child commits one batch, then dies (os._exit, no cleanup) once the first
+    # statement of its second batch (rows go many to a statement) has written its rows
+    # inside the open transaction.
     child = textwrap.dedent(
         f"""
         import os, numpy as np
@@ -84,11 +87,12 @@ def test_process_killed_in_the_middle_of_a_write_loses_only_that_write(tmp_path)
                 if len(inserts) == 2:
                     os._exit(9)
         cache._db.set_trace_callback(die_on_second_insert)
-        cache.put_many({{"lost-" + str(i): np.ones(4, dtype=np.float32) for i in range(3)}})
+        lost = {{"lost-" + str(i): np.ones(4, dtype=np.float32) for i in range({lost})}}
+        cache.put_many(lost)  # two statements
         """
     )
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, timeout=60)
     assert result.returncode == 9, result.stderr.decode()
     with VectorCache(path, MODEL_A) as cache:
-        found = cache.get_many([f"kept-{i}" for i in range(3)] + [f"lost-{i}" for i in range(3)])
-    assert sorted(found) == ["kept-0", "kept-1", "kept-2"]
+        found = cache.get_many([f"kept-{i}" for i in range(3)] + [f"lost-{i}" for i in range(lost)])
+    assert sorted(found) == ["kept-0", "kept-1", "kept-2"]  # not one of the lost
