@@ -317,7 +317,9 @@ async def test_clicking_a_citation_shows_the_cited_lines_highlighted(shop, scrip
         for number, text in visible.items():
             cited = citation.start_line <= number <= citation.end_line
             assert (f"{number}▌" in text) == cited, text
-            assert source[number - 1].strip() in text
+            line = source[number - 1].strip()
+            # A line wider than the viewer is cut at its edge, and marked so.
+            assert line in text or (line[:20] in text and text.rstrip().endswith("…")), text
         await pilot.press("escape")
         assert app.screen is app.chat
 
