@@ -400,7 +400,10 @@ def test_escape_stops_an_answer_says_so_and_keeps_what_it_found(
     chat.type(QUESTION + "\r")
     assert slow_model.streaming.wait(60)  # searched; the model has not said a word yet
     chat.press("escape")
-    text = chat.wait_for(lambda text: "stopped" in pane(text, "Conversation"), timeout=10)
-    assert "cancelled" in status_line(text)
+    # The conversation and the status bar are separate widgets, repainted in separate frames.
+    chat.wait_for(
+        lambda text: "stopped" in pane(text, "Conversation") and "cancelled" in status_line(text),
+        timeout=10,
+    )
     chat.wait_for(lambda text: bool(evidence_rows(text)), timeout=10)  # what the search found
     assert chat.holds_for(lambda text: "socket buffer case." not in text, slow_model.hold)
