@@ -476,6 +476,7 @@ class Index:
     ) -> int:
         """Embed what is still missing (e.g. after `build_index(embed=False)`)."""
         with index_lock(self.directory):
+            self._forget_vectors_missing()
             cache = VectorCache(
                 vector_cache_path(self._settings, self.directory),
                 self.embedder.name,
@@ -496,6 +497,18 @@ class Index:
                 # fill) must not hide the fill's own error; the count is then left high.
                 with suppress(Exception):
                     self._record_vectors_missing()
+
+    def _forget_vectors_missing(self) -> None:
+        """Mark the manifest's count of chunks without a vector unknown while a fill changes
+        it (the caller holds the lock): a fill killed with SIGKILL records nothing, and its
+        readers would go on counting the vectors it wrote as missing. Meanwhile they count
+        from the running fill's progress, and after such a kill from the store."""
+        manifest = Manifest.load(self.directory)
+        if manifest is None or not manifest.vectors_missing:
+            return  # nothing to fill, or already unknown
+        manifest.vectors_missing = None
+        with suppress(IndexNotWritable):
+            manifest.save(self.directory)
 
     def _record_vectors_missing(self) -> None:
         """Write the count of chunks still without a vector into the manifest, after a fill

@@ -299,6 +299,7 @@ def build_index(
             # The counts the last run left: a keyword refresh needs only them, a run that
             # fills needs every vector in place.
             and manifest.chunks is not None
+            and manifest.vectors_missing is not None  # None: a fill was killed before counting
             and (manifest.complete_chunks is not None or not embed)
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run,

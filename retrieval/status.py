@@ -192,11 +192,12 @@ def index_counts(
     kept) from the store, unless that is an embedded Weaviate server that is not running
     here (None, None).
     """
-    if manifest.chunks is not None and manifest.vectors_missing is not None:
-        if filling is None:
+    if manifest.chunks is not None:
+        if filling is not None:
+            # The fill counted what was missing when it began: what it has not done is left.
+            return manifest.chunks, max(0, filling.total - filling.done)
+        if manifest.vectors_missing is not None:
             return manifest.chunks, manifest.vectors_missing
-        # The fill began from the manifest's count: what it has not done is what is left.
-        return manifest.chunks, max(0, filling.total - filling.done)
     if index is not None:
         chunks, missing = index.chunk_count, index.vectors_missing
     elif settings.store == "weaviate" and not settings.weaviate_url:

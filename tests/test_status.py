@@ -205,6 +205,50 @@ def test_a_stopped_fill_records_what_it_left_so_that_status_needs_no_store(tmp_p
     ]
 
 
+KILLED_MID_FILL = """
+import os, signal, sys
+from pathlib import Path
+from codeqa.retrieval import indexing
+from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
+from codeqa.retrieval.index import open_index
+
+indexing.CHUNKS_PER_STORE_WRITE = CHUNKS_PER_EMBED_BATCH  # the store takes the first batch
+
+
+def progress(event):
+    if event.done:  # the first batch embedded and written: killed before counting anything
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+settings = IndexSettings(index_dir=Path(sys.argv[2]), embed_model="wordllama")
+with open_index(Path(sys.argv[1]), settings) as index:
+    index.fill_vectors(progress)
+"""
+
+
+def test_a_fill_killed_outright_leaves_status_counting_the_vectors_it_wrote(tmp_path):
+    import sys
+
+    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH
+    from codeqa.retrieval.status import index_status
+
+    repo = tmp_path / "repo"
+    modules(repo, CHUNKS_PER_EMBED_BATCH + 44)
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    total = build_index(repo, settings, embed=False).chunks_total
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_FILL, str(repo), str(settings.index_dir)],
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == -9, killed.stderr
+
+    left = total - CHUNKS_PER_EMBED_BATCH
+    status = index_status(repo, settings)
+    assert status.pending == [f"vectors for {left} of {total} chunks (keyword search covers them)"]
+    assert build_index(repo, settings, embed=False).vectors_pending == left
+
+
 def test_a_watched_index_counts_the_changes_its_watcher_saw_instead_of_scanning(
     tmp_path, monkeypatch
 ):
