@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from codeqa.retrieval.stores.weaviate_embedded import spawn_server
 from weaviate_backend import is_ready, wait_for
 
 NODE_NAMES = ("node1", "node2", "node3")
@@ -129,21 +130,8 @@ class WeaviateCluster:
     def start_node(self, node: Node, *, wait: bool = True) -> None:
         node.data_dir.mkdir(parents=True, exist_ok=True)
         with open(node.log, "ab") as log:
-            node.process = subprocess.Popen(
-                [
-                    str(self.binary),
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(node.http_port),
-                    "--scheme",
-                    "http",
-                ],
-                env=self.environment(node),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            command = [str(self.binary), "--host", "127.0.0.1", "--port", str(node.http_port)]
+            node.process = spawn_server([*command, "--scheme", "http"], self.environment(node), log)
         if wait:
             self.wait_ready(node)
 

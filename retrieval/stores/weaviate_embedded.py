@@ -149,7 +149,7 @@ def start_embedded_server(
     log_path = folder / LOG_NAME
     with open(log_path, "wb") as log:
         try:
-            process = _spawn(command, environment, log)
+            process = spawn_server(command, environment, log)
         except OSError as error:
             raise StoreUnavailable(
                 f"embedded Weaviate did not start: {binary}: {one_line(str(error))}"
@@ -212,12 +212,14 @@ def stop_stale_server(folder: Path, timeouts: EmbeddedTimeouts = EmbeddedTimeout
 # ---- starting -----------------------------------------------------------------------------
 
 
-def _spawn(
+def spawn_server(
     command: list[str], environment: dict[str, str], log: IO[bytes]
 ) -> subprocess.Popen[bytes]:
-    """Start the server from the spawning thread (see `_Spawner`), in a session of its own
-    (Ctrl-C in the terminal reaches codeqa, which stops it, not the server directly), with
-    an environment of its settings only: nothing of the user's environment steers it."""
+    """Start a server that dies with this process, from the spawning thread (see `_Spawner`),
+    in a session of its own (Ctrl-C in the terminal reaches codeqa, which stops it, not the
+    server directly), with an environment of its settings only: nothing of the user's
+    environment steers it. The test suite's cluster starts its nodes here too, so that a
+    killed test run leaves no node behind."""
     return _SPAWNER.run(
         lambda: subprocess.Popen(
             command,
