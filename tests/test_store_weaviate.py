@@ -214,7 +214,10 @@ def test_the_server_build_patches_a_copy_of_the_source_and_moves_the_binary_in_l
     killed_build = tmp_path / "cache" / ".codeqa-build-k1ll3d" / "weaviate"
     killed_build.mkdir(parents=True)  # what a build stopped by SIGKILL leaves
     (killed_build / "go.mod").write_text("module github.com/weaviate/weaviate\n")
+    unpatched = tmp_path / "cache" / f"weaviate-v{SERVER_VERSION}-26ca31e4"  # an earlier one
+    unpatched.write_text("Weaviate's own release, which binds off loopback\n")
     binary = build_server_binary(tmp_path / "cache")
+    assert not unpatched.exists()  # ~180 MB that nothing starts any more
     assert binary == embedded_binary_file(tmp_path / "cache")
     assert binary.read_text() == 'listen("127.0.0.1:%d")\n'  # built from the patched copy
     assert (source / "cmd" / "server.go").read_text() == 'listen(":%d")\n'  # cache untouched

@@ -17,6 +17,7 @@ binary built without it, or with another patch, builds the new one.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -179,6 +180,14 @@ def build_server_binary(binary_dir: Path, progress: Callable[[str], None] | None
                     f"{one_line(tail or 'no binary built')}"
                 )
             os.replace(built, binary)
+        # Each is ~180 MB, and no codeqa of this server version starts any but the newest:
+        # an earlier patch, or Weaviate's own release that older codeqa downloaded.
+        for earlier in binary_dir.glob(f"weaviate-v{SERVER_VERSION}-*"):
+            if earlier != binary and earlier.is_file():
+                with contextlib.suppress(OSError):
+                    earlier.unlink()
+                    if progress is not None:
+                        progress(f"removed {earlier.name}, the server binary this one replaces")
     return binary
 
 
