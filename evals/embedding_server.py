@@ -6,7 +6,9 @@ no model time. Each text's vector is a pure function of the text (a seeded Gauss
 unit length), so two runs, or a run and a resumed run, store the same vectors.
 
 It can also misbehave the ways real servers do, to test the client: answer a share of
-requests with 429 and a Retry-After header, or wait before answering.
+requests with 429 and a Retry-After header, wait before answering, or refuse a request
+carrying more texts than its cap with a 422 as TEI does (`--max-client-batch-size`, 32 by
+default there).
 
     python -m codeqa.evals.embedding_server --dim 384      # prints "port N", serves until killed
 
@@ -41,9 +43,17 @@ class _Behaviour:
     """What the server does besides answering: throttling and delay, counted."""
 
     def __init__(
-        self, dim: int, throttle_every: int, retry_after_s: float, delay_s: float, base64: bool
+        self,
+        dim: int,
+        throttle_every: int,
+        retry_after_s: float,
+        delay_s: float,
+        base64: bool,
+        max_batch: int,
     ):
         self.dim = dim
+        self.max_batch = max_batch
+        self.refused = 0
         self.base64 = base64
         self.throttle_every = throttle_every
         self.retry_after_s = retry_after_s
@@ -109,6 +119,17 @@ def _handler(behaviour: _Behaviour) -> type[BaseHTTPRequestHandler]:
                     return
                 texts = request["input"]
                 texts = [texts] if isinstance(texts, str) else texts
+                if behaviour.max_batch and len(texts) > behaviour.max_batch:
+                    with behaviour.lock:
+                        behaviour.refused += 1
+                    message = (
+                        f"batch size {len(texts)} > maximum allowed batch size "
+                        f"{behaviour.max_batch}"
+                    )
+                    self._send(
+                        422, json.dumps({"error": message, "error_type": "Validation"}).encode()
+                    )
+                    return
                 as_base64 = request.get("encoding_format") == "base64"
                 data = []
                 for index, text in enumerate(texts):
@@ -153,12 +174,14 @@ def make_server(
     retry_after_s: float = 1.0,
     delay_s: float = 0.0,
     base64: bool = True,
+    max_batch: int = 0,
 ) -> StandinServer:
     """A stand-in on 127.0.0.1 (`server.server_address[1]` is its port); serve_forever() runs it.
 
     `base64`: False plays a server that refuses OpenAI's base64 form with a 400.
+    `max_batch`: a request with more texts is refused with TEI's 422 (0: no cap).
     """
-    behaviour = _Behaviour(dim, throttle_every, retry_after_s, delay_s, base64)
+    behaviour = _Behaviour(dim, throttle_every, retry_after_s, delay_s, base64, max_batch)
     return StandinServer(("127.0.0.1", port), _handler(behaviour), behaviour)
 
 
@@ -185,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-after", type=float, default=1.0, help="seconds, with each 429")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--no-base64", action="store_true", help="refuse base64 with a 400")
+    parser.add_argument(
+        "--max-batch", type=int, default=0, help="refuse requests of more texts with a 422"
+    )
     args = parser.parse_args(argv)
     server = make_server(
         args.dim,
@@ -193,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         retry_after_s=args.retry_after,
         delay_s=args.delay,
         base64=not args.no_base64,
+        max_batch=args.max_batch,
     )
     print(f"port {server.server_address[1]}", flush=True)
     try:

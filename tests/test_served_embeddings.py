@@ -104,6 +104,43 @@ def test_a_server_that_refuses_base64_is_answered_in_floats(serve) -> None:
     assert server.behaviour.texts == 2  # the refused request carried no vectors
 
 
+def test_a_server_that_caps_its_batches_is_sent_batches_of_its_cap_once_it_refuses_one(
+    serve,
+) -> None:
+    server, url = serve(max_batch=4)  # TEI refuses more than --max-client-batch-size (32)
+    embedder = LiteLLMEmbedder(MODEL, api_base=url, batch_size=10, concurrency=1)
+    texts = [f"def handler_{i}(request): return {i}" for i in range(20)]
+
+    vectors = embedder.embed(texts)
+
+    np.testing.assert_allclose(vectors, expected(texts), atol=1e-6)
+    assert embedder.batch_size == 4
+    refused, requests = server.behaviour.refused, server.behaviour.requests
+    more = [f"class Model{i}: pass" for i in range(20)]
+    np.testing.assert_allclose(embedder.embed(more), expected(more), atol=1e-6)
+    assert server.behaviour.refused == refused  # asked at its cap from then on
+    assert server.behaviour.requests == requests + 5
+
+
+def test_a_refusal_the_client_cannot_mend_is_one_line_in_the_servers_own_words() -> None:
+    import httpx
+    import litellm
+    from codeqa.retrieval.embedders.litellm import _explain
+
+    # TEI's shape of error, {"error": "…"}: litellm's own message says only the status.
+    body = '{"error": "Input validation error: `inputs` must have less than 512 tokens.\\n"}'
+    request = httpx.Request("POST", "http://127.0.0.1:8080/v1/embeddings")
+    error = litellm.BadRequestError(
+        message="OpenAIException - Error code: 422",
+        model="standin",
+        llm_provider="openai",
+        response=httpx.Response(422, text=body, request=request),
+    )
+    message = _explain(MODEL, error)
+    assert "must have less than 512 tokens" in message
+    assert "\n" not in message
+
+
 def test_a_fill_from_a_served_model_resumes_where_it_stopped_and_embeds_nothing_twice(
     serve, small_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ chunks/s against a server that answers at once (evals/bench_embed_fill.py).
 from __future__ import annotations
 
 import base64
+import re
 import threading
 import time
 import warnings
@@ -30,6 +31,7 @@ from codeqa.retrieval.litellm_calls import (
     load_litellm,
     missing_api_keys,
 )
+from codeqa.retrieval.records import one_line
 from tenacity import (
     RetryCallState,
     RetryError,
@@ -191,10 +193,17 @@ class LiteLLMEmbedder:
         try:
             response = litellm.embedding(model=self.model, input=inputs, **options)
         except litellm.BadRequestError as error:
-            if not self._base64 or "encoding" not in str(error).lower():
+            if self._base64 and "encoding" in str(error).lower():
+                self._base64 = False  # a server that speaks OpenAI's protocol but not base64
+                return self._call_once(texts)
+            cap = _batch_cap(error, len(texts))
+            if cap is None:
                 raise
-            self._base64 = False  # a server that speaks OpenAI's protocol but not base64
-            return self._call_once(texts)
+            # A server that caps its batches (TEI: 32 unless --max-client-batch-size says
+            # otherwise) gets batches of its cap from now on, this one's texts included.
+            self.batch_size = min(self.batch_size, cap)
+            parts = [texts[start : start + cap] for start in range(0, len(texts), cap)]
+            return np.concatenate([self._request(part) for part in parts])
         # Providers number the vectors with integers; the order they arrive in is not promised.
         rows = sorted(response.data, key=lambda item: cast(int, _field(item, "index")))
         if len(rows) != len(inputs):
@@ -274,6 +283,31 @@ def _check_credentials(model: str) -> None:
         )
 
 
+_BATCH_CAP = re.compile(r"maximum allowed batch size\D{0,3}(\d+)", re.IGNORECASE)
+
+
+def _batch_cap(error: Exception, asked: int) -> int | None:
+    """How many texts a request may carry, when `error` is a server refusing `asked` as too
+    many: the cap it names (TEI, SiliconFlow), or half for a 413; None for other errors."""
+    if asked <= 1:
+        return None
+    found = _BATCH_CAP.search(f"{error} {_server_words(error)}")
+    if found and 0 < int(found.group(1)) < asked:
+        return int(found.group(1))
+    if getattr(error, "status_code", None) == 413:
+        return asked // 2
+    return None
+
+
+def _server_words(error: Exception) -> str:
+    """The body of the server's error answer, which litellm leaves out of its message when
+    it is not OpenAI's shape (TEI answers {"error": "…"}); "" when there is none."""
+    try:
+        return one_line(str(error.response.text))[:300]  # type: ignore[attr-defined]
+    except Exception:  # no response, or one that cannot be read
+        return ""
+
+
 def _explain(model: str, error: Exception) -> str:
     import litellm
 
@@ -286,7 +320,9 @@ def _explain(model: str, error: Exception) -> str:
             f"unknown embedding model {model!r}: use a litellm model name such as "
             "text-embedding-3-small, voyage/voyage-code-3 or ollama/nomic-embed-text"
         )
-    return f"embedding model {model} failed: {first_line(error)}"
+    words = _server_words(error)
+    told = f" ({words})" if words and words not in str(error) else ""
+    return f"embedding model {model} failed: {first_line(error)}{told}"
 
 
 def _listed_dimension(model: str) -> int | None:
