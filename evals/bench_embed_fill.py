@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import API_KEY_ENV, IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index
 
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("repo", type=Path)
     parser.add_argument("--store", default="lancedb")
     parser.add_argument("--weaviate-url", default=None, help="a server or cluster to fill")
+    parser.add_argument("--weaviate-grpc-port", type=int, default=None, help="its gRPC port")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--work", type=Path, default=None, help="folder for the indexes")
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                 embed_concurrency=concurrency,
                 store=args.store,
                 weaviate_url=args.weaviate_url,
+                weaviate_grpc_port=args.weaviate_grpc_port,
+                weaviate_api_key=os.environ.get(API_KEY_ENV),  # a cluster's key, as codeqa reads it
                 cache_root=run / "cache",
                 vector_cache=run / "vectors.sqlite",  # empty: every vector is asked for
             )
@@ -99,6 +102,8 @@ def _interleaved(args: argparse.Namespace) -> int:
             command += ["--concurrency", str(concurrency)]
             if args.weaviate_url:
                 command += ["--weaviate-url", args.weaviate_url]
+            if args.weaviate_grpc_port:
+                command += ["--weaviate-grpc-port", str(args.weaviate_grpc_port)]
             # No .pyc files written into a baseline checkout that is not ours.
             env = os.environ | {"PYTHONDONTWRITEBYTECODE": "1"}
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
