@@ -276,6 +276,8 @@ def test_thin_documented_code_is_told_by_its_comment_outweighing_its_working_lin
     # A file's licence block (its lines not starred) over an include.
     assert thin('/*\n    Trie implementation\n\n    License: BSD\n*/\n\n#include "trie.h"\n', "c")
     assert not thin(VERSION_PARSE, "kotlin")
+    # C's pointer writes and decrements are work, not comment.
+    assert not thin("// Copy.\n*word = buf;\n*len = n;\n--left;\n", "c")
     assert not thin(
         'def get(url):\n    """Sends a GET request.\n\n    :param url: URL.\n    """\n'
         '    return request("get", url)\n',

@@ -285,6 +285,9 @@ _NO_WORK_LINE = re.compile(
     r"\s*(?:[{}()\[\];,]+\s*$|#\s*include\b|#\[|@\w"
     r"|(?:pub(?:\([^)]*\))?\s+)?(?:use|mod|import|package|extern\s+crate)\b)"
 )
+# A line comment, or a doc comment's starred line whose `/**` opened before the chunk; not
+# C's `*p = c;` or `--n;`.
+_LINE_COMMENT = re.compile(r"(?://|--(?:\s|$)|\*(?:[\s/]|$))")
 # At most this many working lines under at least as many comment lines make a chunk thin.
 # At 10, commons-cli's "where is a bundle of flags like -abc split?" had Option's documented
 # 14-line `processValue` first (the 48: 0.833 against 0.854 at 15), and JS/TS kept
@@ -310,7 +313,7 @@ def comment_and_work_lines(text: str) -> tuple[int, int]:
         elif stripped.startswith("/*"):
             comment += 1
             in_block = "*/" not in stripped[2:]
-        elif stripped.startswith(("//", "--", "*")):
+        elif _LINE_COMMENT.match(stripped):
             comment += 1
         elif not _NO_WORK_LINE.match(stripped):
             work += 1
