@@ -14,6 +14,7 @@ from codeqa.retrieval.search.rerank import (
     is_auxiliary_path,
     is_declaration_file,
     keyword_query_text,
+    mostly_doc_comment,
     rerank,
 )
 
@@ -205,6 +206,85 @@ def test_interfaces_traits_and_protocols_are_told_from_other_declarations():
     assert not declared("type Route struct {\n\tPattern string\n}\n", "go")
     assert not declared("def interface_for(name):\n    return name\n", "python")
     assert not declared("interface Routes {\n}\n", "markdown")  # prose shows code, runs none
+
+
+# Kotlin, as semver-jvm writes it: a public extension whose doc comment names every segment
+# a question about parsing asks for, over the one call to the code that parses.
+INC_EXTENSION = """/**
+ * Increases the version [by] its MAJOR, MINOR, PATCH, or PRE_RELEASE segment.
+ *
+ * Returns a new version while the original remains unchanged.
+ *
+ * @sample io.github.z4kn4fein.semver.samples.VersionSamples.inc
+ */
+public fun Version.inc(
+    by: Inc,
+    preRelease: String? = null,
+): Version =
+    when (by) {
+        Inc.MAJOR -> nextMajor(preRelease)
+        Inc.MINOR -> nextMinor(preRelease)
+    }
+"""
+
+VERSION_PARSE = """/**
+ * Parses the [versionString] as a [Version].
+ */
+public fun parse(versionString: String, strict: Boolean = true): Version {
+    val regex = if (strict) versionRegex else looseVersionRegex
+    val result = regex.matchEntire(versionString)
+        ?: throw VersionFormatException("Invalid version: $versionString")
+    val major = result.groupValues[1].toIntOrNull()
+    val minor = result.groupValues[2].toIntOrNull()
+    val patch = result.groupValues[3].toIntOrNull()
+    val preRelease = result.groups[4]?.value
+    val buildMetadata = result.groups[5]?.value
+    return when {
+        strict && major != null && minor != null && patch != null ->
+            Version(major, minor, patch, preRelease, buildMetadata)
+        else -> throw VersionFormatException("Invalid version: $versionString")
+    }
+}
+"""
+
+
+def test_thin_documented_code_ranks_below_the_code_doing_the_work_unless_named():
+    hits = [
+        SearchHit(chunk("VersionExtensions.kt", 79, "Version.inc", "kotlin", INC_EXTENSION), 1.0),
+        SearchHit(chunk("Version.kt", 135, "Version.parse", "kotlin", VERSION_PARSE), 0.9),
+    ]
+    about_code = analyze_query("Where is a version string split into its major, minor and patch?")
+    ranked = rerank(hits, about_code, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["Version.kt", "VersionExtensions.kt"]
+    naming_it = analyze_query("Which segments can `Version.inc` increase?")
+    ranked = rerank(hits, naming_it, {}, RankingTuning(), limit=2)
+    assert [h.chunk.path for h in ranked] == ["VersionExtensions.kt", "Version.kt"]
+
+
+def test_thin_documented_code_is_told_by_its_comment_outweighing_its_working_lines():
+    def thin(text: str, language: str) -> bool:
+        return mostly_doc_comment(chunk("a", 1, None, language, text))
+
+    assert thin(INC_EXTENSION, "kotlin")
+    assert thin(
+        "/// Parse `1h 2m`.\n///\n/// Units: s, m, h.\n#[inline]\n"
+        "pub fn parse(s: &str) -> D {\n    P::new(s).parse()\n}\n",
+        "rust",
+    )
+    # A doc comment the chunker cut from its function, under the file's imports.
+    assert thin("package a\n\nimport b.C\n\n/**\n * Increments the MAJOR number.\n */\n", "kotlin")
+    # A file's licence block (its lines not starred) over an include.
+    assert thin('/*\n    Trie implementation\n\n    License: BSD\n*/\n\n#include "trie.h"\n', "c")
+    assert not thin(VERSION_PARSE, "kotlin")
+    # C's pointer writes and decrements are work, not comment.
+    assert not thin("// Copy.\n*word = buf;\n*len = n;\n--left;\n", "c")
+    assert not thin(
+        'def get(url):\n    """Sends a GET request.\n\n    :param url: URL.\n    """\n'
+        '    return request("get", url)\n',
+        "python",
+    )
+    assert not thin("val x = 1\n", "kotlin")  # no comment at all
+    assert not thin("// Options\n// of\n// the\n// parser\n", "markdown")
 
 
 def test_headers_and_stubs_rank_below_the_code_they_declare_unless_types_are_asked():
