@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from codeqa.retrieval.graph import Definition, Impact, Reference
 from codeqa.retrieval.records import one_line
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.graph import Definition, Impact, Reference
 
 MODULE_LEVEL = "<module>"
 # Rows `codeqa refs|callers|impact` and the MCP `references` tool print unless asked for

@@ -24,6 +24,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from codeqa.retrieval.errors import UnknownSymbol
 from codeqa.retrieval.graph.records import (
     AMBIGUOUS,
+    DEFAULT_IMPACT_DEPTH,
     KIND_CLASS,
     REF_CALL,
     REF_IMPORT,
@@ -44,8 +45,6 @@ T = TypeVar("T")
 # How many imports, re-exports and base classes one resolution follows: enough for
 # `requests.get` → requests/__init__.py → requests/api.py, bounded against cycles.
 MAX_HOPS = 4
-# Impact's default reach: callers of callers, importers of importers.
-DEFAULT_IMPACT_DEPTH = 2
 
 _JS_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
 _JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "/index.js")

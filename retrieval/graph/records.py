@@ -15,6 +15,9 @@ RESOLVED = "resolved"
 AMBIGUOUS = "ambiguous"  # two or more candidate definitions; all are kept, none is guessed
 UNRESOLVED = "unresolved"  # only the name as written is known
 
+# Impact's default reach: callers of callers, importers of importers.
+DEFAULT_IMPACT_DEPTH = 2
+
 
 class _Fact:
     """Pickled as its class and field values: graph facts come back from the parse workers

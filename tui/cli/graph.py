@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH
+from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH
 from codeqa.tui.cli.common import (
     MAX_GRAPH_ROWS,
     MAX_IMPACT_DEPTH,
