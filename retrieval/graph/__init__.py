@@ -13,6 +13,7 @@ from codeqa.retrieval.graph.records import (
     UNRESOLVED,
     Definition,
     Impact,
+    Listing,
     Reference,
 )
 
@@ -43,6 +44,7 @@ __all__ = [
     "GraphStore",
     "GraphUpdate",
     "Impact",
+    "Listing",
     "Reference",
     "is_test_path",
     "refresh_graph",
