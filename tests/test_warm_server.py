@@ -358,13 +358,15 @@ def test_a_bad_value_in_a_well_formed_request_is_refused_not_crashed(warm):
 
 HEAVY = ("lancedb", "langgraph", "litellm", "textual", "tree_sitter", "pyarrow", "onnxruntime")
 # What a command handed to a server never needs: the index, the store, the graph's reader
-# (sqlite3), numpy, and what the version (importlib.metadata) or a misspelt --language
-# (difflib) would load. Each is milliseconds of a warm command's ~0.1 s of CPU.
+# (sqlite3), numpy, and what the version (importlib.metadata), a misspelt --language
+# (difflib) or a config file (tomllib; the test has none) would load. Each is milliseconds
+# of a warm command's ~0.1 s of CPU.
 NOT_FORWARDED = (
     *HEAVY,
     "numpy",
     "sqlite3",
     "difflib",
+    "tomllib",
     "importlib.metadata",
     "codeqa.retrieval.index",
     "codeqa.retrieval.live",
