@@ -180,7 +180,7 @@ class Index:
 
     @property
     def vectors_missing(self) -> int:
-        return len(self._store.ids_missing_vectors())
+        return self._store.count_missing_vectors()
 
     def search(
         self,

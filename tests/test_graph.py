@@ -812,3 +812,55 @@ def test_callers_prints_a_limited_number_of_rows_each_naming_the_definition_it_r
     with pytest.raises(SystemExit) as usage:  # argparse's one usage line (cli/common.py bounds)
         main(["callers", "send", *where, "--limit", "-1"])
     assert usage.value.code == 2
+
+
+def test_a_limited_listing_resolves_its_rows_and_a_budget_more_and_calls_its_count_a_floor(
+    tmp_path, monkeypatch, capsys
+):
+    """`callers|refs --limit N` costs what N rows cost: calls are resolved in the order the
+    rows print until N are found, then REST_COUNT_BUDGET more to count the rest; the rows
+    are the whole listing's first N, and a count that stopped short says "at least"."""
+    from codeqa.retrieval.graph import graph as graph_module
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli import main
+
+    whole = _repo_of_features(tmp_path, 60)
+    try:
+        callers, references = whole.callers("shared"), whole.references("shared")
+    finally:
+        whole.close()
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 10)
+
+    def listed(relation: str, symbol: str, limit: int) -> tuple[object, int]:
+        graph = Graph(GraphStore(tmp_path / "index" / GRAPH_NAME))  # nothing resolved yet
+        resolved = []
+        resolve = graph._resolve
+        monkeypatch.setattr(graph, "_resolve", lambda call: resolved.append(call) or resolve(call))
+        try:
+            return graph.listing(relation, symbol, limit), len(resolved)
+        finally:
+            graph.close()
+
+    five, resolutions = listed("callers", "shared", 5)
+    assert list(five.references) == callers[:5]
+    assert resolutions == 5 + 10  # not 60
+    assert (five.left_out, five.exact, five.unexamined) == (10, False, 45)  # at least 10 more
+    every, _ = listed("callers", "shared", 0)
+    assert (list(every.references), every.left_out, every.exact) == (callers, 0, True)
+    three, _ = listed("refs", "shared", 3)  # each file's import, then its call
+    assert list(three.references) == references[:3]
+    assert (three.left_out, three.exact) == (60 + 3 + 10 - 3, False)
+
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 100)  # the rest within budget
+    exact, _ = listed("callers", "shared", 5)
+    assert (exact.left_out, exact.exact, exact.unexamined) == (55, True, 0)
+
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 10)
+    build_index(tmp_path / "repo", IndexSettings(index_dir=tmp_path / "cli"), embed=False)
+    where = ["--repo", str(tmp_path / "repo"), "--index-dir", str(tmp_path / "cli")]
+    capsys.readouterr()
+    assert main(["callers", "shared", *where, "--limit", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "… and at least 10 more; --limit 0 for all"
+    assert main(["callers", "shared", *where, "--limit", "2", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["left_out"], printed["left_out_exact"]) == (10, False)

@@ -303,6 +303,15 @@ def test_chunks_by_ids_reads_those_chunks_whole_in_the_order_asked(open_store):
     assert store.chunks_by_ids([]) == []
 
 
+def test_the_count_of_chunks_missing_vectors_is_the_number_of_ids_listed(open_store):
+    # A status and a hybrid search's note ask only the count: LanceDB counts without reading.
+    store = open_store()
+    store.upsert(CORPUS, None)
+    assert store.count_missing_vectors() == len(CORPUS)
+    store.set_vectors([LINKS.chunk_id], np.stack([axis(2)]))
+    assert store.count_missing_vectors() == len(store.ids_missing_vectors()) == len(CORPUS) - 1
+
+
 def test_set_vectors_fills_in_what_ids_missing_vectors_lists(open_store):
     store = open_store()
     store.upsert(CORPUS, None)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from codeqa.retrieval.graph import Definition, Impact, Reference
 from codeqa.retrieval.records import one_line
+
+if TYPE_CHECKING:
+    from codeqa.retrieval.graph import Definition, Impact, Listing, Reference
 
 MODULE_LEVEL = "<module>"
 # Rows `codeqa refs|callers|impact` and the MCP `references` tool print unless asked for
@@ -53,18 +56,37 @@ def references_lines(
     return lines + (found or [f"no {relation} found"])
 
 
-def left_out_line(left_out: int, listing: str) -> str:
-    """The line saying how many rows a limit left out, and how to see them (`listing`)."""
-    return f"… and {left_out:,} more; {listing} for all"
+def left_out_line(left_out: int, listing: str, *, exact: bool = True, unexamined: int = 0) -> str:
+    """The line saying how many rows a limit left out, and how to see them (`listing`).
+
+    Not `exact` (a limited callers or refs listing that left `unexamined` calls unresolved):
+    `left_out` is a lower bound, or, when 0, there may be more."""
+    if exact:
+        return f"… and {left_out:,} more; {listing} for all"
+    if left_out:
+        return f"… and at least {left_out:,} more; {listing} for all"
+    return f"… and maybe more: {unexamined:,} calls by this name not resolved; {listing} for all"
 
 
-def unresolved_hint(unresolved: int, symbol: str, listing: str) -> str:
-    """The line saying how many calls by `symbol`'s name resolved to nothing, and where
-    (`listing`: a command or tool call) they are listed."""
+def listing_counts_to_json(listed: Listing) -> dict[str, object]:
+    """The counts of a limited listing, beside its rows in JSON: `left_out` is a lower
+    bound unless `left_out_exact`."""
+    return {
+        "left_out": listed.left_out,
+        "left_out_exact": listed.exact,
+        "calls_not_resolved": listed.unexamined,
+    }
+
+
+def unresolved_hint(unresolved: int, symbol: str, listing: str, exact: bool = True) -> str:
+    """The line saying how many calls by `symbol`'s name resolved to nothing (at least, when
+    not `exact`: a limited listing resolved only some), and where (`listing`: a command or
+    tool call) they are listed."""
     calls = "call" if unresolved == 1 else "calls"
     name = symbol.replace("::", ".").rsplit(".", 1)[-1]
+    count = f"{unresolved}" if exact else f"at least {unresolved}"
     return one_line(
-        f"{unresolved} more {calls} named {name} resolved to no definition; {listing} lists them"
+        f"{count} more {calls} named {name} resolved to no definition; {listing} lists them"
     )
 
 

@@ -7,7 +7,6 @@ this module only names languages. Files of unknown type map to None (indexed as 
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 
@@ -212,6 +211,8 @@ def canonical_language(name: str) -> str:
     written = name.strip().lower()
     if written in LANGUAGE_ALIASES:
         return LANGUAGE_ALIASES[written]
+    import difflib  # here: only a misspelt name needs it, and a warm command never does
+
     close = difflib.get_close_matches(written, sorted(LANGUAGE_ALIASES), n=1)
     hint = f" (did you mean {LANGUAGE_ALIASES[close[0]]}?)" if close else ""
     raise UnknownLanguage(

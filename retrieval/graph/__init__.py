@@ -5,20 +5,22 @@ Built with the index (`build.refresh_graph`), queried through `Graph`.
 
 from typing import TYPE_CHECKING
 
-from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH, Graph
 from codeqa.retrieval.graph.languages import is_test_path
 from codeqa.retrieval.graph.records import (
     AMBIGUOUS,
+    DEFAULT_IMPACT_DEPTH,
     RESOLVED,
     UNRESOLVED,
     Definition,
     Impact,
+    Listing,
     Reference,
 )
-from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore
 
 if TYPE_CHECKING:
     from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
+    from codeqa.retrieval.graph.graph import Graph
+    from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore
 
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
 # 3: definitions keep the class a function declares it returns; 4: top-level variables are
@@ -42,6 +44,7 @@ __all__ = [
     "GraphStore",
     "GraphUpdate",
     "Impact",
+    "Listing",
     "Reference",
     "is_test_path",
     "refresh_graph",
@@ -50,9 +53,18 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # Building parses with tree-sitter (~0.2 s of imports): loaded by the indexer when it
-    # builds, not by the graph's readers (`codeqa refs` handed to a warm server).
+    # builds, not by the graph's readers. Reading loads sqlite3 and the resolver (~12 ms):
+    # loaded by a query, not by a `codeqa refs` that a warm server answers.
     if name in ("GraphUpdate", "refresh_graph"):
         from codeqa.retrieval.graph import build
 
         return getattr(build, name)
+    if name == "Graph":
+        from codeqa.retrieval.graph import graph
+
+        return graph.Graph
+    if name in ("GRAPH_FILES", "GRAPH_NAME", "GraphStore"):
+        from codeqa.retrieval.graph import store
+
+        return getattr(store, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

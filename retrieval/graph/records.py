@@ -15,6 +15,9 @@ RESOLVED = "resolved"
 AMBIGUOUS = "ambiguous"  # two or more candidate definitions; all are kept, none is guessed
 UNRESOLVED = "unresolved"  # only the name as written is known
 
+# Impact's default reach: callers of callers, importers of importers.
+DEFAULT_IMPACT_DEPTH = 2
+
 
 class _Fact:
     """Pickled as its class and field values: graph facts come back from the parse workers
@@ -163,3 +166,19 @@ class Impact:
     # importer imports (the target's, or an importer one hop nearer).
     calls: dict[Definition, Definition] = field(default_factory=dict)
     imports: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The first rows of `callers` or `refs` (Graph.listing), and how many more there are.
+
+    Past a limit, the calls after the rows shown are resolved only up to a budget: the counts
+    are exact when every call was (`exact`), else the number found so far, a lower bound,
+    and `unexamined` calls by the name were never resolved.
+    """
+
+    references: tuple[Reference, ...]
+    left_out: int  # rows after `references`: exact, or at least this many
+    unresolved: int  # calls by the name that resolve to no definition (for callers)
+    exact: bool = True
+    unexamined: int = 0

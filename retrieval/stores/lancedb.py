@@ -346,6 +346,11 @@ class LanceStore:
     def ids_missing_vectors(self) -> list[str]:
         return [row["chunk_id"] for row in self._scan(f"{VECTOR_COLUMN} IS NULL", ["chunk_id"])]
 
+    def count_missing_vectors(self) -> int:
+        # Counted by LanceDB: reading the 128k ids of a monorepo's unfilled store into Python
+        # took 0.14 CPU-s (0.5 s at load 9), counting them 0.07 CPU-s (0.15-0.33 s).
+        return self._table.count_rows(f"{VECTOR_COLUMN} IS NULL")
+
     def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         if not chunk_ids:
             return []

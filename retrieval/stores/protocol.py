@@ -85,6 +85,11 @@ class Store(Protocol):
         """Ids of stored chunks that have no vector yet."""
         ...
 
+    def count_missing_vectors(self) -> int:
+        """How many stored chunks have no vector yet: `len(ids_missing_vectors())`, without
+        reading the ids where the store can count (a status or a search's note asks it)."""
+        ...
+
     def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The stored chunks with these ids, in the given order (unknown ids skipped): a
         fill reads the ids `ids_missing_vectors` lists, then their texts a batch at a time."""

@@ -474,6 +474,9 @@ class WeaviateStore:
         rows = self._walk(["chunk_id", "has_vector"])
         return [row["chunk_id"] for row in rows if not row.get("has_vector")]
 
+    def count_missing_vectors(self) -> int:
+        return len(self.ids_missing_vectors())  # a chunk's has_vector is known only per row
+
     def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         return [_chunk(row) for row in self._fetch_by_chunk_ids(chunk_ids)]
 

@@ -52,12 +52,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="codeqa",
         description="Answer questions about a code repository, citing file:start-end.",
     )
-    parser.add_argument("--version", action="version", version=f"codeqa {codeqa_version()}")
+    parser.add_argument(
+        "--version", action=VersionAction, nargs=0, help="show program's version number and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in modules:
         importlib.import_module(f"codeqa.tui.cli.{name}").register(sub)
     return parser
+
+
+class VersionAction(argparse.Action):
+    """`--version`: the version is read from the package metadata only when asked for, as
+    reading it costs a warm command a third of its time (tui.codeqa_version)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        print(f"codeqa {codeqa_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def run_program() -> NoReturn:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from codeqa.retrieval.graph.graph import DEFAULT_IMPACT_DEPTH
+from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH
 from codeqa.tui.cli.common import (
     MAX_GRAPH_ROWS,
     MAX_IMPACT_DEPTH,
@@ -30,6 +30,7 @@ from codeqa.tui.graph_text import (
     impact_to_json,
     left_out_line,
     limited_impact,
+    listing_counts_to_json,
     references_lines,
     references_to_json,
     unresolved_hint,
@@ -112,24 +113,23 @@ def print_relations(request: GraphRequest, live: LiveIndex, out: TextIO) -> int:
             print("\n".join(lines), file=out)
             return 0
         definitions = graph.definitions(request.target)
-        unresolved = 0
-        if request.relation == "refs":
-            references = graph.references(request.target)
-        else:
-            references = graph.callers(request.target)
-            unresolved = len(graph.unresolved_calls(request.target))
-    shown_references = references[:limit] if limit else references
-    left_out = len(references) - len(shown_references)
+        listed = graph.listing(request.relation, request.target, limit)
     if request.json:
-        found = references_to_json(request.target, definitions, shown_references)
-        print(json.dumps(found | {"left_out": left_out}), file=out)
+        found = references_to_json(request.target, definitions, listed.references)
+        print(json.dumps(found | listing_counts_to_json(listed)), file=out)
         return 0
     relation = "references" if request.relation == "refs" else "callers"
-    lines = references_lines(definitions, shown_references, relation)
-    if left_out:
-        lines.append(left_out_line(left_out, "--limit 0"))
-    if unresolved:
+    lines = references_lines(definitions, listed.references, relation)
+    if listed.left_out or not listed.exact:
+        lines.append(
+            left_out_line(
+                listed.left_out, "--limit 0", exact=listed.exact, unexamined=listed.unexamined
+            )
+        )
+    if listed.unresolved and request.relation == "callers":
         target = request.target
-        lines.append(unresolved_hint(unresolved, target, f"`codeqa refs {target}`"))
+        lines.append(
+            unresolved_hint(listed.unresolved, target, f"`codeqa refs {target}`", listed.exact)
+        )
     print("\n".join(lines), file=out)
     return 0

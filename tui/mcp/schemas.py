@@ -111,6 +111,12 @@ class ReferencesOutput(TypedDict):
     left_out: Annotated[int, Field(description="entries beyond the output budget")]
     symbol: NotRequired[str]
     references: NotRequired[list[GraphReference]]
+    left_out_exact: NotRequired[
+        Annotated[
+            bool,
+            Field(description="false: a limited listing counted only some; left_out is a floor"),
+        ]
+    ]
     unresolved_calls: NotRequired[int]
     target: NotRequired[str]
     callers: NotRequired[list[ImpactCaller]]

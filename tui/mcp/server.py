@@ -289,12 +289,15 @@ def _graph_text(symbol: str, found: GraphResult, limit: int) -> str:
         lines = impact_lines(found.impact)
     else:
         lines = references_lines(found.definitions, found.references, found.relation)
-    if found.left_out and limit:
-        lines.append(left_out_line(found.left_out, "limit=0"))
+    if (found.left_out or not found.exact) and limit:
+        lines.append(
+            left_out_line(found.left_out, "limit=0", exact=found.exact, unexamined=found.unexamined)
+        )
     elif found.left_out:
         lines.append(f"{found.left_out:,} more left out to keep this short")
     if found.unresolved:
-        lines.append(unresolved_hint(found.unresolved, symbol, 'relation="references"'))
+        hint = unresolved_hint(found.unresolved, symbol, 'relation="references"', found.exact)
+        lines.append(hint)
     return "\n".join(lines)
 
 
@@ -307,6 +310,7 @@ def _graph_structured(symbol: str, found: GraphResult) -> dict[str, Any]:
     return references_to_json(symbol, found.definitions, found.references) | {
         "relation": found.relation,
         "left_out": found.left_out,
+        "left_out_exact": found.exact,
         "unresolved_calls": found.unresolved,
     }
 

@@ -127,6 +127,10 @@ class GraphResult:
     # Calls by the symbol's name that resolve to no definition: left out of "callers",
     # listed by "references".
     unresolved: int = 0
+    # False: a limited listing resolved only some calls (Graph.listing), and `left_out` and
+    # `unresolved` are lower bounds; `unexamined` calls by the name were not resolved.
+    exact: bool = True
+    unexamined: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,12 +383,14 @@ class IndexService:
                 impact = graph.impact(symbol, depth)
                 return _bounded_impact(relation, impact, limit)
             definitions = graph.definitions(symbol)
-            found = {
-                "callers": graph.callers,
-                "callees": graph.callees,
-                "references": graph.references,
-            }[relation](symbol)
-            unresolved = len(graph.unresolved_calls(symbol)) if relation == "callers" else 0
+            listed = None
+            if relation == "callees":
+                found = graph.callees(symbol)
+            else:
+                named = "refs" if relation == "references" else "callers"
+                listed = graph.listing(named, symbol, limit)
+                found = list(listed.references)
+            unresolved = listed.unresolved if listed and relation == "callers" else 0
         kept: list[Reference] = []
         used = sum(len(definition_line(d)) + 1 for d in definitions)
         several = len(definitions) > 1
@@ -393,7 +399,17 @@ class IndexService:
             if kept and used > MAX_OUTPUT_CHARS or limit and len(kept) == limit:
                 break
             kept.append(reference)
-        return GraphResult(relation, definitions, kept, None, len(found) - len(kept), unresolved)
+        left_out = len(found) - len(kept) + (listed.left_out if listed else 0)
+        return GraphResult(
+            relation,
+            definitions,
+            kept,
+            None,
+            left_out,
+            unresolved,
+            exact=listed is None or listed.exact,
+            unexamined=listed.unexamined if listed else 0,
+        )
 
     def ask(self, question: str) -> AskResult:
         if not question.strip():
