@@ -69,6 +69,7 @@ from codeqa.retrieval.search.relevance import (
     WordHolding,
     assess_relevance,
     covers_subjects,
+    repository_names,
 )
 from codeqa.retrieval.search.rerank import (
     Candidates,
@@ -209,7 +210,8 @@ class Index:
         """The best `limit` chunks, and whether the best RELEVANCE_HITS (what the verdict was
         fitted on, whatever `limit` is) answer `query`: what search shows and judges."""
         hits = self.search(query, mode, max(limit, RELEVANCE_HITS), scope)
-        return hits[:limit], assess_relevance(query, hits, self.where_held)
+        own_names = repository_names(self.repo_root.name)
+        return hits[:limit], assess_relevance(query, hits, self.where_held, own_names)
 
     def candidates(
         self,

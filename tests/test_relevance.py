@@ -11,6 +11,7 @@ from codeqa.retrieval.search.relevance import (
     WordHolding,
     assess_relevance,
     is_supporting_file,
+    repository_names,
     subject_words,
 )
 from codeqa.tui.cli import main
@@ -248,6 +249,31 @@ def test_a_word_held_only_in_tests_covers_its_subject():
         "How does the session store use redis?", hits, _held_in(SESSIONS, REDIS_TEST)
     )
     assert judged.absent_words == () and judged.relevant
+
+
+def test_a_repository_is_named_by_its_folder_up_to_its_version():
+    assert repository_names("serde_json-1.0.140-crate") == {"serde_json", "serde", "json"}
+    assert repository_names("click-8.1.8-sdist") == repository_names("click") == {"click"}
+    assert repository_names("rich_v13") == {"rich"}
+
+
+def test_the_repositorys_own_name_is_no_subject_and_names_none_of_its_code():
+    # Asked of the package json_scanner, whose code imports itself by name: the name says
+    # which repository is asked, and the one thing the question names, Latin-1, is nowhere.
+    package = Chunk(
+        "json_scanner/__init__.py", 1, 1, "python", ChunkKind.WHOLE_FILE, None, "",
+        "import json_scanner\nscan = json_scanner.py_make_scanner", "",
+    )  # fmt: skip
+    hits = [SearchHit(SCANNER, 1), SearchHit(package, 0.5)]
+    asked = ABOUT_THE_SCANNER.format("json_scanner", " from Latin-1")
+    where_held = _held_in(SCANNER, package)
+    assert assess_relevance(asked, hits, where_held).relevant  # "names its code": json_scanner
+    judged = assess_relevance(asked, hits, where_held, repository_names("json_scanner-2.0"))
+    assert not judged.names_code and judged.absent_names == ("latin-1",)
+    assert not judged.relevant
+    # Naming the repository's code itself, the question is judged on all its words again.
+    about_its_code = ABOUT_THE_SCANNER.format("py_make_scanner", " from Latin-1")
+    assert assess_relevance(about_its_code, hits, where_held, repository_names("json_scanner"))
 
 
 def test_metadata_pins_config_and_history_are_supporting_files_and_code_and_docs_are_not():

@@ -88,6 +88,21 @@ files), 6 -> 10 caught; dev sets unchanged (SWE-QA 1 of 96, SWE-bench-loc 3 of 1
 3 of 125 flagged, the same questions), out-of-scope.jsonl 40 of 40 before and after. The
 limits were not refitted, and the training split was not rerun.
 
+The repository's own name, asked by ("How does serde_json convert text from Latin-1 encoding
+to UTF-8?", "How does click run async command callbacks?"), says which repository is asked,
+not what about it: it is held everywhere, so it made every such question look half answered,
+and written as code (serde_json) it made the question "name the repository's code", which
+kept its named things (Latin-1) from being read at all. The words of the repository
+folder's name up to its version (repository_names: click of click-8.1.8, serde_json, serde
+and json of serde_json-1.0.140-crate) are no subject words. Measured with relevance_fit.py
+(load 6-12): out-of-scope-unfamiliar.jsonl 10 -> 11 of 15 caught (serde_json's Latin-1);
+false alarms unchanged (SWE-QA 1 of 96, SWE-bench-loc 3 of 152, JS/TS 3 of 125, the same
+questions), out-of-scope.jsonl 40 of 40. Rejected, each measured the same way: a word held
+only in supporting files counting as absent whatever it is (express's morgan, a lowercase
+English word, is caught: 12 of 15, but JS/TS 3 -> 7 of 125 flagged for plain words in
+package.json and licences); a lowercase word outside the English vocabulary counting as a
+named thing (click's asyncio is caught: 12 of 15, but SWE-QA 1 -> 3 and JS/TS 3 -> 4).
+
 Rejected: counting only words outside the embedding model's English vocabulary flagged 3
 of 248 dev questions but caught 4 of the 15 (database, SQL, render and cookie are English
 words too); counting each word as written ("WebSocket" held only where `websocket` is) in
@@ -197,6 +212,8 @@ _CAPITALIZED = r"[A-Z][\w$]*(?:(?:\.|::|/|\\|-)[\w$]+)*"
 # Capitalized words one space apart, after a word or a comma: one name ("Firebase Cloud
 # Messaging", "Redis"), not the start of a sentence, a heading or a list item.
 _CAPITALIZED_RUN = re.compile(rf"(?<=[\w,] ){_CAPITALIZED}(?: {_CAPITALIZED})*")
+# A folder name's version and what follows it (click-8.1.8, serde_json-1.0.140-crate, rich_v13).
+_VERSION_TAIL = re.compile(r"[-_.]v?\d.*$")
 # What joins the parts of a written word into one name (keywords.py splits at these).
 _JOINED = re.compile(r"[./\\:_$-]")
 
@@ -315,17 +332,27 @@ def subject_words(question: str) -> frozenset[str]:
     return frozenset(t for t in code_tokens(question) if t not in _COMMON_WORDS and len(t) > 2)
 
 
+def repository_names(folder: str) -> frozenset[str]:
+    """The words a question names the repository in the folder `folder` by: its name up to
+    its version, whole and in its keyword tokens ("serde_json-1.0.140-crate": serde_json,
+    serde, json)."""
+    name = _VERSION_TAIL.sub("", folder).lower()
+    return frozenset(t for t in (name, *code_tokens(name)) if len(t) > 2 and t[0].isalpha())
+
+
 def assess_relevance(
     question: str,
     hits: Sequence[SearchHit],
     where_held: Callable[[str], WordHolding] | None = None,
+    own_names: frozenset[str] = frozenset(),
 ) -> Relevance:
     """Whether `hits` (best first) hold what `question` asks about.
 
     `where_held`: where the repository holds a keyword (the index's lookup); without it
-    only the hits are read.
+    only the hits are read. `own_names`: the repository's own name (repository_names),
+    which says which repository is asked, not about what.
     """
-    words = subject_words(question)
+    words = subject_words(question) - own_names
     if not hits:
         return Relevance(False, 0.0, 0.0, 0.0)
     if not words:  # nothing to check against ("how does it work?"): do not cry wolf
@@ -369,7 +396,7 @@ def assess_relevance(
     names_code, named_absent_share = True, 0.0
     absent_names: tuple[str, ...] = ()
     if holds_name is not None:
-        written = list(dict.fromkeys(written_words(question)))
+        written = [w for w in dict.fromkeys(written_words(question)) if w.lower() not in own_names]
         names_code = _names_its_code(written, held_names, holds_name)
         if not names_code:
 
