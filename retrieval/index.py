@@ -69,6 +69,7 @@ from codeqa.retrieval.search.relevance import (
     WordHolding,
     assess_relevance,
     covers_subjects,
+    names_dependency,
     repository_names,
 )
 from codeqa.retrieval.search.rerank import (
@@ -285,6 +286,8 @@ class Index:
         holders = self._store.search(keywords, None, SearchMode.BM25, WORD_HOLDERS_READ)
         if any(covers_subjects(hit.chunk) for hit in holders):
             return WordHolding.COVERED
+        if any(names_dependency(word, hit.chunk.text) for hit in holders):
+            return WordHolding.DEPENDENCY_ONLY
         return WordHolding.SUPPORTING_ONLY if holders else WordHolding.NOWHERE
 
     def _embed_chunks(self, chunks: Sequence[Chunk]) -> np.ndarray:

@@ -97,11 +97,21 @@ folder's name up to its version (repository_names: click of click-8.1.8, serde_j
 and json of serde_json-1.0.140-crate) are no subject words. Measured with relevance_fit.py
 (load 6-12): out-of-scope-unfamiliar.jsonl 10 -> 11 of 15 caught (serde_json's Latin-1);
 false alarms unchanged (SWE-QA 1 of 96, SWE-bench-loc 3 of 152, JS/TS 3 of 125, the same
-questions), out-of-scope.jsonl 40 of 40. Rejected, each measured the same way: a word held
-only in supporting files counting as absent whatever it is (express's morgan, a lowercase
-English word, is caught: 12 of 15, but JS/TS 3 -> 7 of 125 flagged for plain words in
-package.json and licences); a lowercase word outside the English vocabulary counting as a
-named thing (click's asyncio is caught: 12 of 15, but SWE-QA 1 -> 3 and JS/TS 3 -> 4).
+questions), out-of-scope.jsonl 40 of 40.
+
+A word a repository holds only as a dependency (names_dependency: "morgan": "1.10.0" in
+package.json, deps: morgan@~1.6.1 in History.md, chrono = "0.4", jinja2==3.1.4) is held
+nowhere that counts, English word or not: the package uses it, its code does not do it.
+Asked of express "How does express log every request with morgan?", morgan is a
+devDependency and fifteen changelog bumps; the History.md hits holding it had counted it as
+found, and the lookup as held. It now counts as absent in the hits' shares and in the
+lookup (WordHolding.DEPENDENCY_ONLY). Measured the same way (load 15-18):
+out-of-scope-unfamiliar.jsonl 11 -> 12 of 15 caught; false alarms unchanged (the same
+questions), out-of-scope.jsonl 40 of 40. Rejected, each measured the same way: any word
+held only in supporting files counting as absent (morgan is caught, but JS/TS 3 -> 7 of
+125 flagged for plain words in package.json and licences); a lowercase word outside the
+English vocabulary counting as a named thing (click's asyncio is caught, 12 of 15 with the
+repository's name alone, but SWE-QA 1 -> 3 and JS/TS 3 -> 4 flagged).
 
 Rejected: counting only words outside the embedding model's English vocabulary flagged 3
 of 248 dev questions but caught 4 of the 15 (database, SQL, render and cookie are English
@@ -214,6 +224,11 @@ _CAPITALIZED = r"[A-Z][\w$]*(?:(?:\.|::|/|\\|-)[\w$]+)*"
 _CAPITALIZED_RUN = re.compile(rf"(?<=[\w,] ){_CAPITALIZED}(?: {_CAPITALIZED})*")
 # A folder name's version and what follows it (click-8.1.8, serde_json-1.0.140-crate, rich_v13).
 _VERSION_TAIL = re.compile(r"[-_.]v?\d.*$")
+# A dependency named with its version, as manifests, pins and changelogs write one:
+# "morgan": "1.10.0", morgan@~1.6.1, jinja2==3.1.4, chrono = "0.4", chrono = { version = ...
+_DEPENDENCY = (
+    r"(?<![\w.-]){}[\"']?\s*(?:[:=@]=?|[<>~!]=)\s*(?:\{{\s*version\s*=\s*)?[\"']?[~^<>=v]*\d"
+)
 # What joins the parts of a written word into one name (keywords.py splits at these).
 _JOINED = re.compile(r"[./\\:_$-]")
 
@@ -291,6 +306,9 @@ class WordHolding(Enum):
     """Where a repository holds a word (the index's lookup, `Index.where_held`)."""
 
     NOWHERE = "nowhere"
+    # Named in metadata or a changelog as a dependency, with its version ("morgan": "1.10.0",
+    # deps: morgan@~1.6.1, chrono = "0.4"): the package uses it; its code does not do it.
+    DEPENDENCY_ONLY = "only as a dependency in metadata, pins or history"
     SUPPORTING_ONLY = "only in metadata, pins or configuration"
     COVERED = "in code, tests or docs"
 
@@ -306,8 +324,13 @@ def _english_words() -> frozenset[str]:
     return frozenset(word for word in vocabulary if word.isalpha())
 
 
+def names_dependency(word: str, text: str) -> bool:
+    """Whether `text` (a supporting file's) names `word` as a dependency with its version."""
+    return re.search(_DEPENDENCY.format(re.escape(word)), text, re.IGNORECASE) is not None
+
+
 def _holds_word(word: str, where_held: Callable[[str], WordHolding]) -> bool:
-    return where_held(word) is not WordHolding.NOWHERE
+    return where_held(word) not in (WordHolding.NOWHERE, WordHolding.DEPENDENCY_ONLY)
 
 
 def _holds_name(word: str, where_held: Callable[[str], WordHolding]) -> bool:
@@ -317,7 +340,7 @@ def _holds_name(word: str, where_held: Callable[[str], WordHolding]) -> bool:
     dependency, a changelog's "add redis session example") is not covered there, unless
     it is an English word the asker happened to capitalize."""
     holding = where_held(word)
-    if holding is WordHolding.SUPPORTING_ONLY:
+    if holding is WordHolding.SUPPORTING_ONLY:  # never so for a dependency, English or not
         return word in _english_words()
     return holding is WordHolding.COVERED
 
@@ -366,6 +389,19 @@ def assess_relevance(
         holds_name = partial(_holds_name, where_held=where_held)
     read = hits[:RELEVANCE_HITS]
     found = [_hit_words(hit) & words for hit in read]
+    if where_held is not None:
+        # A word the hits hold only in metadata or history, where it is a dependency
+        # ("morgan": "1.10.0", deps: morgan@~1.6.1), is held nowhere that counts.
+        covered = frozenset().union(
+            *(held for hit, held in zip(read, found, strict=True) if covers_subjects(hit.chunk))
+        )
+        used_only = frozenset(
+            word
+            for held in found
+            for word in held - covered
+            if where_held(word) is WordHolding.DEPENDENCY_ONLY
+        )
+        found = [held - used_only for held in found]
     held = frozenset().union(*found)
     all_share = len(held) / len(words)
     best_share = max(len(held) for held in found) / len(words)
