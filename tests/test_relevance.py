@@ -116,9 +116,9 @@ def test_a_verdict_of_not_relevant_says_in_words_which_signal_decided_it():
         ABOUT_THE_SCANNER.format("the scanner", " for GraphQL"), hits, _held_anywhere
     )
     assert graphql.score > 0.99 and not graphql.relevant  # the score alone reads "answerable"
-    assert graphql.reason == "this repository never mentions 'graphql'"
+    assert graphql.reason == "this repository's code and docs never mention 'graphql'"
     frame = assess_relevance("How does the scanner parse a websocket frame?", hits, _held_anywhere)
-    assert frame.reason == "this repository never mentions 'websocket' or 'frame'"
+    assert frame.reason == "this repository's code and docs never mention 'websocket' or 'frame'"
     pods = assess_relevance("kubernetes pod autoscaler replicas", hits)
     assert pods.reason == "the best matches hold only 0% of the question's subject words"
     assert assess_relevance("How does py_make_scanner parse an array?", hits).reason is None
@@ -211,7 +211,7 @@ def test_a_name_the_repository_holds_only_in_package_metadata_does_not_cover_the
     judged = assess_relevance(question, hits, _held_in(SESSIONS, metadata=PACKAGE_JSON))
     assert judged.score > 0.9  # the hits hold every word, package.json included
     assert judged.absent_names == ("redis",) and not judged.relevant
-    assert judged.reason == "this repository never mentions 'redis'"
+    assert judged.reason == "this repository's code and docs never mention 'redis'"
     # Written plainly, a word of letters and digits is as much a name.
     plain = assess_relevance(
         "How does the session store use pbkdf2?", hits, _held_in(SESSIONS, metadata=PACKAGE_JSON)
@@ -244,7 +244,7 @@ def test_a_dependency_named_only_in_metadata_and_history_is_held_nowhere_that_co
     )  # fmt: skip
     assert judged.all_share == pytest.approx(1 / 3)  # morgan, in History.md, counts for nothing
     assert judged.absent_words == ("morgan",) and not judged.relevant
-    assert judged.reason == "this repository never mentions 'morgan'"
+    assert judged.reason == "this repository's code and docs never mention 'morgan'"
 
 
 def test_a_dependency_is_named_with_its_version():

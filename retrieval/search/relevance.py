@@ -257,9 +257,9 @@ class Relevance:
         if self.relevant:
             return None
         if self.absent_names and self.named_absent_share >= NAMED_ABSENT_SHARE_LIMIT:
-            return f"this repository never mentions {_listed(self.absent_names)}"
+            return f"this repository's code and docs never mention {_listed(self.absent_names)}"
         if self.absent_words and self.absent_share >= ABSENT_SHARE_LIMIT:
-            return f"this repository never mentions {_listed(self.absent_words)}"
+            return f"this repository's code and docs never mention {_listed(self.absent_words)}"
         return f"the best matches hold only {self.all_share:.0%} of the question's subject words"
 
 
