@@ -313,6 +313,8 @@ def test_the_repositorys_own_name_is_no_subject_and_names_none_of_its_code():
     judged = assess_relevance(asked, hits, where_held, repository_names("json_scanner-2.0"))
     assert not judged.names_code and judged.absent_names == ("latin-1",)
     assert not judged.relevant
+    # The fitted score reads the question's words as it was fitted, the name among them.
+    assert judged.score == assess_relevance(asked, hits, where_held).score
     # Naming the repository's code itself, the question is judged on all its words again.
     about_its_code = ABOUT_THE_SCANNER.format("py_make_scanner", " from Latin-1")
     assert assess_relevance(about_its_code, hits, where_held, repository_names("json_scanner"))
