@@ -122,6 +122,8 @@ from the repository's name leaving the question's denominators: Sphinx's "How do
 execute Jupyter notebooks …" (Jupyter, one named thing of two absent once Sphinx is not
 counted) and pylint's "How does pylint measure the test coverage …" are caught;
 sphinx-8506 (QEMU, one of two named things absent once Sphinx is not counted) is flagged.
+Measured again on main at 5d87dec (its ranking flags semver-jvm's "wildcard versions like
+1.x" too, before and after): 10 -> 12 of 15 caught, false alarms 1, 3 and 4 before and after.
 With the name left out of the fitted score's shares too, sphinx-8265 was flagged as well
 (score 0.513 -> 0.486, at the 0.49 cut; 9 of 63), and nothing more was caught: so the score
 keeps it. No limit was moved.
