@@ -413,10 +413,13 @@ def assess_relevance(
         covered = frozenset().union(
             *(held for hit, held in zip(read, found, strict=True) if covers_subjects(hit.chunk))
         )
+        # A long issue whose hits include a changelog holds many such words: at most
+        # MAX_WORDS_LOOKED_UP of them are looked up, in the order asked.
+        only_there = frozenset().union(*found) - covered
+        asked_there = [word for word in dict.fromkeys(code_tokens(question)) if word in only_there]
         used_only = frozenset(
             word
-            for held in found
-            for word in held - covered
+            for word in asked_there[:MAX_WORDS_LOOKED_UP]
             if where_held(word) is WordHolding.DEPENDENCY_ONLY
         )
         found = [held - used_only for held in found]
