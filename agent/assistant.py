@@ -23,7 +23,12 @@ from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.offline import prepare_offline_environment
 from codeqa.retrieval.records import SearchHit
 from codeqa.retrieval.search.query import cap_query
-from codeqa.retrieval.search.relevance import RELEVANCE_HITS, Relevance, assess_relevance
+from codeqa.retrieval.search.relevance import (
+    RELEVANCE_HITS,
+    Relevance,
+    assess_relevance,
+    repository_names,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -149,7 +154,8 @@ class Assistant:
         The agent ran it already unless its plan left the question out."""
         if hits is None or self.settings.hits_per_query < RELEVANCE_HITS:
             hits = retriever.search(cap_query(question), self.settings.search_mode, RELEVANCE_HITS)
-        return assess_relevance(question, hits, retriever.where_held)
+        own_names = repository_names(retriever.repo_root.name)
+        return assess_relevance(question, hits, retriever.where_held, own_names)
 
     def _code_graph(self, retriever: Retriever) -> Graph | None:
         """None for an index built before the code graph: its graph queries then find nothing."""

@@ -52,6 +52,7 @@ from codeqa.retrieval.search.relevance import (
     RELEVANCE_HITS,
     RELEVANCE_THRESHOLD,
     assess_relevance,
+    repository_names,
 )
 from codeqa.tui.settings import user_cache_root
 
@@ -80,7 +81,8 @@ def shares(questions: list[Question], corpora: Path, index_root: Path, agent: bo
                     hits = assistant.ask(text, thread_id=str(position)).sources
                 else:
                     hits = index.search(text, SearchMode.HYBRID, RELEVANCE_HITS)
-                verdict = assess_relevance(text, hits, index.where_held)
+                own_names = repository_names(index.repo_root.name)
+                verdict = assess_relevance(text, hits, index.where_held, own_names)
                 found[position] = (
                     verdict.all_share,
                     verdict.best_share,

@@ -69,6 +69,8 @@ from codeqa.retrieval.search.relevance import (
     WordHolding,
     assess_relevance,
     covers_subjects,
+    names_dependency,
+    repository_names,
 )
 from codeqa.retrieval.search.rerank import (
     Candidates,
@@ -209,7 +211,8 @@ class Index:
         """The best `limit` chunks, and whether the best RELEVANCE_HITS (what the verdict was
         fitted on, whatever `limit` is) answer `query`: what search shows and judges."""
         hits = self.search(query, mode, max(limit, RELEVANCE_HITS), scope)
-        return hits[:limit], assess_relevance(query, hits, self.where_held)
+        own_names = repository_names(self.repo_root.name)
+        return hits[:limit], assess_relevance(query, hits, self.where_held, own_names)
 
     def candidates(
         self,
@@ -283,6 +286,8 @@ class Index:
         holders = self._store.search(keywords, None, SearchMode.BM25, WORD_HOLDERS_READ)
         if any(covers_subjects(hit.chunk) for hit in holders):
             return WordHolding.COVERED
+        if any(names_dependency(word, hit.chunk.text) for hit in holders):
+            return WordHolding.DEPENDENCY_ONLY
         return WordHolding.SUPPORTING_ONLY if holders else WordHolding.NOWHERE
 
     def _embed_chunks(self, chunks: Sequence[Chunk]) -> np.ndarray:

@@ -11,6 +11,8 @@ from codeqa.retrieval.search.relevance import (
     WordHolding,
     assess_relevance,
     is_supporting_file,
+    names_dependency,
+    repository_names,
     subject_words,
 )
 from codeqa.tui.cli import main
@@ -49,6 +51,8 @@ def _held_in(*chunks: Chunk, metadata: Chunk | None = None):
         if any(word in subject_words(f"{c.path} {c.symbol} {c.text}") for c in chunks):
             return WordHolding.COVERED
         if metadata and word in subject_words(f"{metadata.path} {metadata.text}"):
+            if names_dependency(word, metadata.text):
+                return WordHolding.DEPENDENCY_ONLY
             return WordHolding.SUPPORTING_ONLY
         return WordHolding.NOWHERE
 
@@ -112,9 +116,9 @@ def test_a_verdict_of_not_relevant_says_in_words_which_signal_decided_it():
         ABOUT_THE_SCANNER.format("the scanner", " for GraphQL"), hits, _held_anywhere
     )
     assert graphql.score > 0.99 and not graphql.relevant  # the score alone reads "answerable"
-    assert graphql.reason == "this repository never mentions 'graphql'"
+    assert graphql.reason == "this repository's code and docs never mention 'graphql'"
     frame = assess_relevance("How does the scanner parse a websocket frame?", hits, _held_anywhere)
-    assert frame.reason == "this repository never mentions 'websocket' or 'frame'"
+    assert frame.reason == "this repository's code and docs never mention 'websocket' or 'frame'"
     pods = assess_relevance("kubernetes pod autoscaler replicas", hits)
     assert pods.reason == "the best matches hold only 0% of the question's subject words"
     assert assess_relevance("How does py_make_scanner parse an array?", hits).reason is None
@@ -190,7 +194,7 @@ SESSIONS = Chunk(
 # there, the code is not.
 PACKAGE_JSON = Chunk(
     "package.json", 1, 4, "json", ChunkKind.WHOLE_FILE, None, "",
-    '{\n  "devDependencies": {"connect-redis": "3.4.2", "pbkdf2": "3.1.2"},\n'
+    '{\n  "devDependencies": {"connect-redis": "3.4.2", "pbkdf2": "3.1.2", "morgan": "1.10.0"},\n'
     '  "scripts": {"generate": "node build.js"}\n}', "",
 )  # fmt: skip
 # A test that keeps a session in Redis.
@@ -207,7 +211,7 @@ def test_a_name_the_repository_holds_only_in_package_metadata_does_not_cover_the
     judged = assess_relevance(question, hits, _held_in(SESSIONS, metadata=PACKAGE_JSON))
     assert judged.score > 0.9  # the hits hold every word, package.json included
     assert judged.absent_names == ("redis",) and not judged.relevant
-    assert judged.reason == "this repository never mentions 'redis'"
+    assert judged.reason == "this repository's code and docs never mention 'redis'"
     # Written plainly, a word of letters and digits is as much a name.
     plain = assess_relevance(
         "How does the session store use pbkdf2?", hits, _held_in(SESSIONS, metadata=PACKAGE_JSON)
@@ -215,6 +219,45 @@ def test_a_name_the_repository_holds_only_in_package_metadata_does_not_cover_the
     assert plain.absent_names == ("pbkdf2",) and not plain.relevant
     # The same question of a repository whose code (or tests) hold Redis is answered there.
     assert assess_relevance(question, hits, _held_in(SESSIONS, REDIS_TEST)).relevant
+
+
+# Its release history bumps the logger its examples use.
+HISTORY = Chunk(
+    "History.md", 1, 2, "markdown", ChunkKind.WINDOW, None, "",
+    "1.4.0\n  * deps: morgan@~1.6.1", "",
+)  # fmt: skip
+# Its own logger, which no search for "the session log with morgan" ranks.
+LOGGER = Chunk(
+    "lib/log.js", 1, 3, "javascript", ChunkKind.DECLARATION, "log", "function log(message)",
+    "function log(message) {\n  console.error(message)\n}", "",
+)  # fmt: skip
+
+
+def test_a_dependency_named_only_in_metadata_and_history_is_held_nowhere_that_counts():
+    # Asked of express "How does express log every request with morgan?": morgan, an English
+    # word, is only a devDependency and a changelog's bumps. The package uses it, and
+    # its history says so; its code does not log with it.
+    where_held = _held_in(SESSIONS, LOGGER, metadata=PACKAGE_JSON)
+    judged = assess_relevance(
+        "How does the session log with morgan?", [SearchHit(SESSIONS, 1), SearchHit(HISTORY, 0.5)],
+        where_held,
+    )  # fmt: skip
+    assert judged.all_share == pytest.approx(1 / 3)  # morgan, in History.md, counts for nothing
+    assert judged.absent_words == ("morgan",) and not judged.relevant
+    assert judged.reason == "this repository's code and docs never mention 'morgan'"
+
+
+def test_a_dependency_is_named_with_its_version():
+    named = [
+        ("morgan", '    "morgan": "1.10.0",'), ("morgan", "  * deps: morgan@~1.6.1"),
+        ("jinja2", "jinja2==3.1.4"), ("chrono", 'chrono = "0.4"'),
+        ("rand", 'rand = { version = "0.6" }'), ("requests", "requests>=2.31"),
+    ]  # fmt: skip
+    assert [word for word, text in named if not names_dependency(word, text)] == []
+    # A script's name, a part of another package's name, and prose are none.
+    assert not names_dependency("generate", '"generate": "node build.js"')
+    assert not names_dependency("redis", '"connect-redis": "3.4.2"')
+    assert not names_dependency("morgan", "Added a morgan logging example in 1.6")
 
 
 def test_a_plain_word_found_only_in_metadata_still_counts_as_held():
@@ -250,6 +293,33 @@ def test_a_word_held_only_in_tests_covers_its_subject():
     assert judged.absent_words == () and judged.relevant
 
 
+def test_a_repository_is_named_by_its_folder_up_to_its_version():
+    assert repository_names("serde_json-1.0.140-crate") == {"serde_json", "serde", "json"}
+    assert repository_names("click-8.1.8-sdist") == repository_names("click") == {"click"}
+    assert repository_names("rich_v13") == {"rich"}
+
+
+def test_the_repositorys_own_name_is_no_subject_and_names_none_of_its_code():
+    # Asked of the package json_scanner, whose code imports itself by name: the name says
+    # which repository is asked, and the one thing the question names, Latin-1, is nowhere.
+    package = Chunk(
+        "json_scanner/__init__.py", 1, 1, "python", ChunkKind.WHOLE_FILE, None, "",
+        "import json_scanner\nscan = json_scanner.py_make_scanner", "",
+    )  # fmt: skip
+    hits = [SearchHit(SCANNER, 1), SearchHit(package, 0.5)]
+    asked = ABOUT_THE_SCANNER.format("json_scanner", " from Latin-1")
+    where_held = _held_in(SCANNER, package)
+    assert assess_relevance(asked, hits, where_held).relevant  # "names its code": json_scanner
+    judged = assess_relevance(asked, hits, where_held, repository_names("json_scanner-2.0"))
+    assert not judged.names_code and judged.absent_names == ("latin-1",)
+    assert not judged.relevant
+    # The fitted score reads the question's words as it was fitted, the name among them.
+    assert judged.score == assess_relevance(asked, hits, where_held).score
+    # Naming the repository's code itself, the question is judged on all its words again.
+    about_its_code = ABOUT_THE_SCANNER.format("py_make_scanner", " from Latin-1")
+    assert assess_relevance(about_its_code, hits, where_held, repository_names("json_scanner"))
+
+
 def test_metadata_pins_config_and_history_are_supporting_files_and_code_and_docs_are_not():
     supporting = [
         ("package.json", "json"), ("Cargo.toml", "toml"), (".cargo_vcs_info.json", "json"),
@@ -281,7 +351,9 @@ def test_the_index_says_where_a_word_is_held(tmp_path):
         "// Session ids start with the rare prefix zqxsid, which the code checks.\n"
         "function isSessionId(id) {\n  return id.startsWith('zqxsid')\n}\n"
     )
-    (repo / "package.json").write_text('{"devDependencies": {"connect-redis": "3.4.2"}}\n')
+    (repo / "package.json").write_text(
+        '{"devDependencies": {"connect-redis": "3.4.2", "helmet": "7.1.0"}}\n'
+    )
     (repo / "test" / "session.test.js").write_text("it('logs with morgan', () => {})\n")
     settings = IndexSettings(index_dir=tmp_path / "index")
     build_index(repo, settings, embed=False)
@@ -289,6 +361,7 @@ def test_the_index_says_where_a_word_is_held(tmp_path):
         assert index.where_held("zqxsid") is WordHolding.COVERED  # a rare string in code
         assert index.where_held("morgan") is WordHolding.COVERED  # tests are code
         assert index.where_held("redis") is WordHolding.SUPPORTING_ONLY  # package.json
+        assert index.where_held("helmet") is WordHolding.DEPENDENCY_ONLY  # a pinned package
         assert index.where_held("kubernetes") is WordHolding.NOWHERE
 
 

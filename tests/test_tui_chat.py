@@ -157,6 +157,19 @@ async def test_offline_answer_lists_cited_locations_and_evidence(shop):
         assert not error_notices(app)
 
 
+async def test_small_talk_gets_a_short_reply_and_searches_nothing(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "hello")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        assert answers(app)[0].source.startswith("Hello!")
+        assert not app.chat.query_one(CitationList).citations
+        assert app.chat.query_one(SourcesPanel).row_count == 0
+        assert app._retriever.search_scores == {}  # what every search of the answer records
+        assert not error_notices(app)
+
+
 async def test_model_answer_streams_before_it_is_finished(shop, scripted):
     scripted.hold.clear()
     app = chat_app(*shop, model="scripted/chat")

@@ -14,7 +14,8 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 WHY_NOT_RELEVANT = (
-    "when not relevant, why, in words (\"this repository never mentions 'kubernetes'\"); else null"
+    "when not relevant, why, in words "
+    "(\"this repository's code and docs never mention 'kubernetes'\"); else null"
 )
 
 
