@@ -2,6 +2,7 @@
 
     .venv/bin/python -m codeqa.evals.bench_cluster_faults leader /tmp/faults
     .venv/bin/python -m codeqa.evals.bench_cluster_faults drift /tmp/faults
+    .venv/bin/python -m codeqa.evals.bench_cluster_faults inflight /tmp/faults
 
 `leader`: a generated repository is indexed; the Raft leader is SIGKILLed and `codeqa search`
 runs at once through another node, then again; a file changes and `codeqa index` runs; the
@@ -13,6 +14,11 @@ appended with a follower SIGKILLed, a file deleted and one touched with the lead
 one renamed and one edited with every node back; then a clean build of the result. Prints
 how many of 20 queries' top 10 differ from the clean build, per mode, through each node,
 right away and 30 s later. `--no-async-indexing` starts the nodes without ASYNC_INDEXING.
+
+`inflight`: `codeqa index` of a generated repository (~3,600 chunks) runs through a follower;
+once the cluster holds some of its chunks, the Raft leader is SIGKILLed while the command
+writes. Prints the seconds from the kill to the command's end, its exit status and what it
+said, and the chunks the tenant holds against a clean build's.
 
 The cluster is the tests' (tests/weaviate_cluster.py, the binary codeqa pins).
 """
@@ -102,6 +108,53 @@ def leader_loss(work: Path) -> None:
         cluster.stop()
 
 
+def in_flight(work: Path) -> None:
+    cluster = WeaviateCluster(weaviate_binary(), work / "cluster")
+    repo = write_generated_repo(work / "repo", 60, 60, 3)
+    try:
+        cluster.start()
+        leader = cluster.leader()
+        assert leader is not None
+        via = next(node for node in cluster.nodes if node is not leader)
+        env = {
+            **os.environ,
+            "WEAVIATE_API_KEY": cluster.api_key,
+            "CODEQA_WEAVIATE_GRPC_PORT": str(via.grpc_port),
+            "CODEQA_WEAVIATE_REPLICATION": "3",
+        }
+        flags = ["--store", "weaviate", "--weaviate-url", via.url, "--embed-model", EMBED_MODEL]
+        index = ["index", str(repo), "--index-dir", str(work / "index"), *flags]
+        started = time.monotonic()
+        command = subprocess.Popen(
+            [sys.executable, "-c", _CLI, *index], stderr=subprocess.PIPE, text=True, env=env
+        )
+        collection = "Codeqa_Chunks_256"  # wordllama's vectors: 256 values
+        while command.poll() is None and not _holds_chunks(cluster, collection):
+            time.sleep(0.2)
+        killed = time.monotonic()
+        print(f"SIGKILL of the leader, {leader.name}, {killed - started:.1f} s into the index")
+        cluster.kill(leader)
+        _, stderr = command.communicate()
+        ended = time.monotonic()
+        print(f"  index: exit {command.returncode}, {ended - killed:.1f} s after the kill")
+        for line in stderr.splitlines():
+            if line.startswith("codeqa:"):
+                print(f"    {line}")
+        cluster.start_node(leader)
+        cluster.wait_all_joined()
+        run_cli(cluster, via, "index", str(repo), "--index-dir", str(work / "clean"))
+        print(f"  objects per node (updated and clean): {cluster.object_counts(collection)}")
+    finally:
+        cluster.stop()
+
+
+def _holds_chunks(cluster: WeaviateCluster, collection: str) -> bool:
+    try:
+        return any(count > 0 for count in cluster.object_counts(collection).values())
+    except (OSError, ValueError):  # no collection yet
+        return False
+
+
 def drift(work: Path, async_indexing: bool) -> None:
     cluster = WeaviateCluster(weaviate_binary(), work / "cluster", async_indexing=async_indexing)
     repo = work / "repo"
@@ -160,7 +213,7 @@ def drift(work: Path, async_indexing: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("scenario", choices=("leader", "drift"))
+    parser.add_argument("scenario", choices=("leader", "drift", "inflight"))
     parser.add_argument("work", type=Path, help="a scratch folder (emptied first)")
     parser.add_argument("--no-async-indexing", action="store_true")
     args = parser.parse_args()
@@ -168,6 +221,8 @@ def main() -> None:
     args.work.mkdir(parents=True)
     if args.scenario == "leader":
         leader_loss(args.work)
+    elif args.scenario == "inflight":
+        in_flight(args.work)
     else:
         drift(args.work, not args.no_async_indexing)
 

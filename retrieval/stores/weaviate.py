@@ -169,6 +169,9 @@ class WeaviateTuning:
     # tests/test_weaviate_cluster.py); a write waits this long for it, polling its node.
     leader_wait_seconds: float = 60.0
     leader_poll_seconds: float = 0.5
+    # Tries at a write request that timed out, a leader awaited before each next one
+    # (`_retrying_writes`): one for the leader's death, and room for a second.
+    write_attempts: int = 3
     # How long connecting, querying and writing may take (weaviate_server.py).
     timeouts: ServerTimeouts = ServerTimeouts()
 
@@ -363,7 +366,9 @@ class WeaviateStore:
                 _add_drift(self.target, int(found.total_count or 0))
                 # One delete_many removes at most QUERY_MAXIMUM_RESULTS objects: repeat.
                 while True:
-                    result = self._collection.data.delete_many(where=where)
+                    for attempt in self._retrying_writes():
+                        with attempt:
+                            result = self._collection.data.delete_many(where=where)
                     if result.failed:
                         raise StoreUnavailable(
                             f"Weaviate at {self.target.where} failed to delete "
@@ -644,23 +649,50 @@ class WeaviateStore:
             if replacing is None:
                 replacing = self._stored_count([row["chunk_id"] for row in rows])
             _add_drift(self.target, replacing)
-            batching = self._collection.batch.fixed_size(
-                batch_size=self.tuning.batch_size,
-                concurrent_requests=self.tuning.concurrent_requests,
-            )
-            with batching as batch:
-                for position, row in enumerate(rows):
-                    batch.add_object(
-                        properties=row,
-                        uuid=generate_uuid5(row["chunk_id"]),
-                        vector=None if vectors is None else _named(vectors[position]),
+            failed: Any = []
+            positions = {generate_uuid5(row["chunk_id"]): p for p, row in enumerate(rows)}
+            left = list(range(len(rows)))
+            for attempt in self._retrying_writes():
+                with attempt:
+                    batching = self._collection.batch.fixed_size(
+                        batch_size=self.tuning.batch_size,
+                        concurrent_requests=self.tuning.concurrent_requests,
                     )
-            failed = self._collection.batch.failed_objects
+                    with batching as batch:
+                        for position in left:
+                            batch.add_object(
+                                properties=rows[position],
+                                uuid=generate_uuid5(rows[position]["chunk_id"]),
+                                vector=None if vectors is None else _named(vectors[position]),
+                            )
+                    failed = self._collection.batch.failed_objects
+                    if failed and all(_timed_out(f.message) for f in failed):
+                        # Sent again, the same ids replace what a request did write.
+                        left = sorted(positions[str(f.object_.uuid)] for f in failed)
+                        raise _WriteTimedOut(
+                            f"Weaviate at {self.target.where}: writing {len(left)} chunks "
+                            f"timed out {self.tuning.write_attempts} times; first error: "
+                            f"{one_line(failed[0].message)}"
+                        )
         if failed:
             raise StoreUnavailable(
                 f"Weaviate at {self.target.where} refused {len(failed)} of {len(rows)} chunks; "
                 f"first error: {one_line(failed[0].message)}"
             )
+
+    def _retrying_writes(self) -> Retrying:
+        """Tries at a write request that timed out: on a server, a request under way when
+        the cluster's Raft leader died hangs until its timeout, however soon a new leader
+        is elected (it waited out the client's 120 s). So requests to a server time out
+        sooner (`ServerTimeouts.server_write`), and the store waits for a leader, saying so,
+        and sends the request again; the write is idempotent (an object's id is its
+        chunk's)."""
+        return Retrying(
+            retry=retry_if_exception(lambda error: _timed_out(str(error))),
+            stop=stop_after_attempt(self.tuning.write_attempts),
+            before_sleep=lambda state: self._await_leader(),
+            reraise=True,
+        )
 
     def _stored_count(self, chunk_ids: Sequence[str]) -> int:
         """How many of these chunks the tenant holds."""
@@ -1050,6 +1082,17 @@ def _server_error(error: BaseException) -> bool:
     if isinstance(error, WeaviateTimeoutError):
         return True
     return isinstance(error, UnexpectedStatusCodeError) and error.status_code >= 500
+
+
+class _WriteTimedOut(StoreUnavailable):
+    """A write request that timed out (retried by `_retrying_writes`)."""
+
+
+def _timed_out(message: str) -> bool:
+    """Whether an error says a request ran out of time (gRPC's `Deadline Exceeded`, Go's
+    `context deadline exceeded`, a REST read timeout) rather than that it was refused."""
+    lowered = message.lower()
+    return "deadline exceeded" in lowered or "timed out" in lowered
 
 
 def analyzed(keywords: str) -> str:
