@@ -395,7 +395,8 @@ def test_a_write_under_way_when_the_leader_dies_is_sent_again_once_a_new_one_is_
     on_cluster, tmp_path
 ):
     # The request under way hung until the client's timeout (120 s for writes), then
-    # failed: "refused 200 of 4000 chunks; first error: ... Deadline Exceeded".
+    # failed: "refused 200 of 4000 chunks; first error: ... Deadline Exceeded"; another was
+    # reset ("Received RST_STREAM"). Both are sent again once a new leader is elected.
     leader = on_cluster.leader()
     assert leader is not None
     via = next(node for node in on_cluster.nodes if node is not leader)

@@ -666,12 +666,12 @@ class WeaviateStore:
                                 vector=None if vectors is None else _named(vectors[position]),
                             )
                     failed = self._collection.batch.failed_objects
-                    if failed and all(_timed_out(f.message) for f in failed):
+                    if failed and all(_cut_short(f.message) for f in failed):
                         # Sent again, the same ids replace what a request did write.
                         left = sorted(positions[str(f.object_.uuid)] for f in failed)
-                        raise _WriteTimedOut(
+                        raise _WriteCutShort(
                             f"Weaviate at {self.target.where}: writing {len(left)} chunks "
-                            f"timed out {self.tuning.write_attempts} times; first error: "
+                            f"was cut short {self.tuning.write_attempts} times; first error: "
                             f"{one_line(failed[0].message)}"
                         )
         if failed:
@@ -681,14 +681,14 @@ class WeaviateStore:
             )
 
     def _retrying_writes(self) -> Retrying:
-        """Tries at a write request that timed out: on a server, a request under way when
-        the cluster's Raft leader died hangs until its timeout, however soon a new leader
-        is elected (it waited out the client's 120 s). So requests to a server time out
-        sooner (`ServerTimeouts.server_write`), and the store waits for a leader, saying so,
-        and sends the request again; the write is idempotent (an object's id is its
-        chunk's)."""
+        """Tries at a write request cut short: on a server, a request under way when the
+        cluster's Raft leader died hangs until its timeout, however soon a new leader is
+        elected (it waited out the client's 120 s), or is reset. So requests to a server
+        time out sooner (`ServerTimeouts.server_write`), and the store waits for a leader,
+        saying so, and sends the request again; the write is idempotent (an object's id is
+        its chunk's)."""
         return Retrying(
-            retry=retry_if_exception(lambda error: _timed_out(str(error))),
+            retry=retry_if_exception(lambda error: _cut_short(str(error))),
             stop=stop_after_attempt(self.tuning.write_attempts),
             before_sleep=lambda state: self._await_leader(),
             reraise=True,
@@ -1084,15 +1084,16 @@ def _server_error(error: BaseException) -> bool:
     return isinstance(error, UnexpectedStatusCodeError) and error.status_code >= 500
 
 
-class _WriteTimedOut(StoreUnavailable):
-    """A write request that timed out (retried by `_retrying_writes`)."""
+class _WriteCutShort(StoreUnavailable):
+    """A write request that timed out or was reset (retried by `_retrying_writes`)."""
 
 
-def _timed_out(message: str) -> bool:
-    """Whether an error says a request ran out of time (gRPC's `Deadline Exceeded`, Go's
-    `context deadline exceeded`, a REST read timeout) rather than that it was refused."""
+def _cut_short(message: str) -> bool:
+    """Whether an error says a request was cut short rather than refused: it ran out of time
+    (gRPC's `Deadline Exceeded`, Go's `context deadline exceeded`, a REST read timeout), or
+    its stream was reset (`RST_STREAM`: a batch under way when the leader died, once)."""
     lowered = message.lower()
-    return "deadline exceeded" in lowered or "timed out" in lowered
+    return any(sign in lowered for sign in ("deadline exceeded", "timed out", "rst_stream"))
 
 
 def analyzed(keywords: str) -> str:
