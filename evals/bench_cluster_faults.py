@@ -35,7 +35,9 @@ from pathlib import Path
 
 from codeqa.evals.bench_update_drift import REQUESTS_QUERIES, top_tens
 from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.errors import IndexMismatch
 from codeqa.retrieval.indexing import build_index
+from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import SearchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test cluster
@@ -126,11 +128,16 @@ def in_flight(work: Path) -> None:
         index = ["index", str(repo), "--index-dir", str(work / "index"), *flags]
         started = time.monotonic()
         command = subprocess.Popen(
-            [sys.executable, "-c", _CLI, *index], stderr=subprocess.PIPE, text=True, env=env
+            [sys.executable, "-c", _CLI, *index],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
-        collection = "Codeqa_Chunks_256"  # wordllama's vectors: 256 values
-        while command.poll() is None and not _holds_chunks(cluster, collection):
-            time.sleep(0.2)
+        # A file enters the manifest once its chunks are stored: a sixth of them stored, the
+        # rest and every vector are still to be written.
+        while command.poll() is None and _files_stored(work / "index") < 10:
+            time.sleep(0.1)
         killed = time.monotonic()
         print(f"SIGKILL of the leader, {leader.name}, {killed - started:.1f} s into the index")
         cluster.kill(leader)
@@ -143,16 +150,18 @@ def in_flight(work: Path) -> None:
         cluster.start_node(leader)
         cluster.wait_all_joined()
         run_cli(cluster, via, "index", str(repo), "--index-dir", str(work / "clean"))
+        collection = "Codeqa_Chunks_256"  # wordllama's vectors: 256 values
         print(f"  objects per node (updated and clean): {cluster.object_counts(collection)}")
     finally:
         cluster.stop()
 
 
-def _holds_chunks(cluster: WeaviateCluster, collection: str) -> bool:
+def _files_stored(directory: Path) -> int:
     try:
-        return any(count > 0 for count in cluster.object_counts(collection).values())
-    except (OSError, ValueError):  # no collection yet
-        return False
+        manifest = Manifest.load(directory)
+    except IndexMismatch:  # read while being written: not yet
+        return 0
+    return 0 if manifest is None else len(manifest.files)
 
 
 def drift(work: Path, async_indexing: bool) -> None:
