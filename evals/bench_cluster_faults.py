@@ -15,10 +15,9 @@ one renamed and one edited with every node back; then a clean build of the resul
 how many of 20 queries' top 10 differ from the clean build, per mode, through each node,
 right away and 30 s later. `--no-async-indexing` starts the nodes without ASYNC_INDEXING.
 
-`inflight`: `codeqa index` of a generated repository (~3,600 chunks) runs through a follower;
-once the cluster holds some of its chunks, the Raft leader is SIGKILLed while the command
-writes. Prints the seconds from the kill to the command's end, its exit status and what it
-said, and the chunks the tenant holds against a clean build's.
+`inflight`: 4,000 chunks are written through a follower in one `upsert` (batches of 200, as
+`codeqa index` writes); once the cluster holds some, the Raft leader is SIGKILLed. Prints the
+seconds from the kill to the write's end, and whether every chunk was written.
 
 The cluster is the tests' (tests/weaviate_cluster.py, the binary codeqa pins).
 """
@@ -31,14 +30,16 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 from codeqa.evals.bench_update_drift import REQUESTS_QUERIES, top_tens
 from codeqa.retrieval.config import IndexSettings
-from codeqa.retrieval.errors import IndexMismatch
+from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.indexing import build_index
-from codeqa.retrieval.manifest import Manifest
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.stores.weaviate import open_weaviate_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test cluster
 from generated_repo import write_generated_repo  # type: ignore[import-not-found]  # noqa: E402
@@ -112,56 +113,54 @@ def leader_loss(work: Path) -> None:
 
 def in_flight(work: Path) -> None:
     cluster = WeaviateCluster(weaviate_binary(), work / "cluster")
-    repo = write_generated_repo(work / "repo", 60, 60, 3)
     try:
         cluster.start()
         leader = cluster.leader()
         assert leader is not None
         via = next(node for node in cluster.nodes if node is not leader)
-        env = {
-            **os.environ,
-            "WEAVIATE_API_KEY": cluster.api_key,
-            "CODEQA_WEAVIATE_GRPC_PORT": str(via.grpc_port),
-            "CODEQA_WEAVIATE_REPLICATION": "3",
-        }
-        flags = ["--store", "weaviate", "--weaviate-url", via.url, "--embed-model", EMBED_MODEL]
-        index = ["index", str(repo), "--index-dir", str(work / "index"), *flags]
-        started = time.monotonic()
-        command = subprocess.Popen(
-            [sys.executable, "-c", _CLI, *index],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
+        directory = work / "index"
+        settings = IndexSettings(
+            store="weaviate",
+            index_dir=directory,
+            weaviate_url=via.url,
+            weaviate_grpc_port=via.grpc_port,
+            weaviate_replication=3,
+            weaviate_api_key=cluster.api_key,
         )
-        # A file enters the manifest once its chunks are stored: a sixth of them stored, the
-        # rest and every vector are still to be written.
-        while command.poll() is None and _files_stored(work / "index") < 10:
-            time.sleep(0.1)
-        killed = time.monotonic()
-        print(f"SIGKILL of the leader, {leader.name}, {killed - started:.1f} s into the index")
-        cluster.kill(leader)
-        _, stderr = command.communicate()
-        ended = time.monotonic()
-        print(f"  index: exit {command.returncode}, {ended - killed:.1f} s after the kill")
-        for line in stderr.splitlines():
-            if line.startswith("codeqa:"):
-                print(f"    {line}")
-        cluster.start_node(leader)
-        cluster.wait_all_joined()
-        run_cli(cluster, via, "index", str(repo), "--index-dir", str(work / "clean"))
-        collection = "Codeqa_Chunks_256"  # wordllama's vectors: 256 values
-        print(f"  objects per node (updated and clean): {cluster.object_counts(collection)}")
+        dim = 32
+        chunks = [
+            Chunk(
+                f"pkg/mod_{n // 40}.py",
+                n % 40 * 5 + 1,
+                n % 40 * 5 + 4,
+                "python",
+                ChunkKind.DECLARATION,
+                f"handle_{n}",
+                None,
+                f"def handle_{n}(): return {n}",
+                "",
+            )
+            for n in range(4000)
+        ]
+        vectors = np.random.default_rng(7).random((len(chunks), dim), dtype=np.float32)
+        store = open_weaviate_store(settings, directory, dim)
+        try:
+            writing = ThreadPoolExecutor(1).submit(store.upsert, chunks, vectors)
+            while not writing.done() and store.count() == 0:
+                time.sleep(0.1)
+            killed = time.monotonic()
+            print(f"SIGKILL of the leader, {leader.name}, with {store.count()} of 4000 written")
+            cluster.kill(leader)
+            try:
+                writing.result()
+                outcome = f"all written: {store.count()} of 4000"
+            except StoreUnavailable as error:
+                outcome = f"failed: {error}"
+            print(f"  the write ended {time.monotonic() - killed:.1f} s after the kill; {outcome}")
+        finally:
+            store.close()
     finally:
         cluster.stop()
-
-
-def _files_stored(directory: Path) -> int:
-    try:
-        manifest = Manifest.load(directory)
-    except IndexMismatch:  # read while being written: not yet
-        return 0
-    return 0 if manifest is None else len(manifest.files)
 
 
 def drift(work: Path, async_indexing: bool) -> None:
