@@ -107,6 +107,17 @@ MARKER_NAME = "weaviate.json"
 # handler configured (the CLI), Python prints a warning's bare message on stderr.
 _LOG = logging.getLogger(__name__)
 
+
+def _not_a_batch_failure(record: logging.LogRecord) -> bool:
+    """weaviate-client logs each failed batch request (a dict a line, on stderr where no
+    handler is configured); the store sends again those cut short, and says the rest in
+    one line (`_write_group`)."""
+    message = record.msg.get("message", "") if isinstance(record.msg, dict) else ""
+    return not str(message).startswith(("Failed to send", "There have been more than"))
+
+
+logging.getLogger("weaviate-client").addFilter(_not_a_batch_failure)
+
 VECTOR_NAME = "code"
 KEYWORD_PROPERTY = "keywords"
 # Marks collections codeqa created, so a shared server's other collections are never touched.
@@ -642,42 +653,53 @@ class WeaviateStore:
     ) -> None:
         """Write whole objects; `replacing`: how many of them replace stored ones (None:
         ask the server), counted as drift before the write (see `settle`)."""
-        from weaviate.util import generate_uuid5
 
         with self._write_lock, self._errors("writing chunks"):
             self._await_leader()
             if replacing is None:
                 replacing = self._stored_count([row["chunk_id"] for row in rows])
             _add_drift(self.target, replacing)
-            failed: Any = []
-            positions = {generate_uuid5(row["chunk_id"]): p for p, row in enumerate(rows)}
-            left = list(range(len(rows)))
-            for attempt in self._retrying_writes():
-                with attempt:
-                    batching = self._collection.batch.fixed_size(
-                        batch_size=self.tuning.batch_size,
-                        concurrent_requests=self.tuning.concurrent_requests,
-                    )
-                    with batching as batch:
-                        for position in left:
-                            batch.add_object(
-                                properties=rows[position],
-                                uuid=generate_uuid5(rows[position]["chunk_id"]),
-                                vector=None if vectors is None else _named(vectors[position]),
-                            )
-                    failed = self._collection.batch.failed_objects
-                    if failed and all(_cut_short(f.message) for f in failed):
-                        # Sent again, the same ids replace what a request did write.
-                        left = sorted(positions[str(f.object_.uuid)] for f in failed)
-                        raise _WriteCutShort(
-                            f"Weaviate at {self.target.where}: writing {len(left)} chunks "
-                            f"was cut short {self.tuning.write_attempts} times; first error: "
-                            f"{one_line(failed[0].message)}"
+            # A request at a time per sender: a batch context goes on sending after one of
+            # its requests is cut short, and each next request would wait out its timeout
+            # too while the cluster has no leader (22 s after a kill, two timeouts in a row).
+            step = self.tuning.batch_size * self.tuning.concurrent_requests
+            for start in range(0, len(rows), step):
+                self._write_group(rows, vectors, list(range(start, min(start + step, len(rows)))))
+
+    def _write_group(
+        self, rows: list[dict[str, Any]], vectors: np.ndarray | None, left: list[int]
+    ) -> None:
+        """Write the rows at positions `left`, sending again those cut short."""
+        from weaviate.util import generate_uuid5
+
+        failed: Any = []
+        positions = {generate_uuid5(rows[p]["chunk_id"]): p for p in left}
+        for attempt in self._retrying_writes():
+            with attempt:
+                batching = self._collection.batch.fixed_size(
+                    batch_size=self.tuning.batch_size,
+                    concurrent_requests=self.tuning.concurrent_requests,
+                )
+                with batching as batch:
+                    for position in left:
+                        batch.add_object(
+                            properties=rows[position],
+                            uuid=generate_uuid5(rows[position]["chunk_id"]),
+                            vector=None if vectors is None else _named(vectors[position]),
                         )
+                failed = self._collection.batch.failed_objects
+                if failed and all(_cut_short(f.message) for f in failed):
+                    # Sent again, the same ids replace what a request did write.
+                    left = sorted(positions[str(f.object_.uuid)] for f in failed)
+                    raise _WriteCutShort(
+                        f"Weaviate at {self.target.where}: writing {len(left)} chunks "
+                        f"was cut short {self.tuning.write_attempts} times; first error: "
+                        f"{one_line(failed[0].message)}"
+                    )
         if failed:
             raise StoreUnavailable(
-                f"Weaviate at {self.target.where} refused {len(failed)} of {len(rows)} chunks; "
-                f"first error: {one_line(failed[0].message)}"
+                f"Weaviate at {self.target.where} refused {len(failed)} of {len(positions)} "
+                f"chunks; first error: {one_line(failed[0].message)}"
             )
 
     def _retrying_writes(self) -> Retrying:
