@@ -17,7 +17,8 @@ right away and 30 s later. `--no-async-indexing` starts the nodes without ASYNC_
 
 `inflight`: 4,000 chunks are written through a follower in one `upsert` (batches of 200, as
 `codeqa index` writes); once the cluster holds some, the Raft leader is SIGKILLed. Prints the
-seconds from the kill to the write's end, and whether every chunk was written.
+seconds from the kill to the write's end, and whether every chunk was written, beside the same
+write into another tenant with every node up.
 
 The cluster is the tests' (tests/weaviate_cluster.py, the binary codeqa pins).
 """
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +145,14 @@ def in_flight(work: Path) -> None:
             for n in range(4000)
         ]
         vectors = np.random.default_rng(7).random((len(chunks), dim), dtype=np.float32)
+        unhurt = replace(settings, index_dir=work / "unhurt")
+        baseline = open_weaviate_store(unhurt, work / "unhurt", dim)
+        try:
+            began = time.monotonic()
+            baseline.upsert(chunks, vectors)
+            print(f"the same write with every node up: {time.monotonic() - began:.1f} s")
+        finally:
+            baseline.close()
         store = open_weaviate_store(settings, directory, dim)
         try:
             writing = ThreadPoolExecutor(1).submit(store.upsert, chunks, vectors)
