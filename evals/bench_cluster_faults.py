@@ -2,6 +2,7 @@
 
     .venv/bin/python -m codeqa.evals.bench_cluster_faults leader /tmp/faults
     .venv/bin/python -m codeqa.evals.bench_cluster_faults drift /tmp/faults
+    .venv/bin/python -m codeqa.evals.bench_cluster_faults inflight /tmp/faults
 
 `leader`: a generated repository is indexed; the Raft leader is SIGKILLed and `codeqa search`
 runs at once through another node, then again; a file changes and `codeqa index` runs; the
@@ -14,6 +15,11 @@ one renamed and one edited with every node back; then a clean build of the resul
 how many of 20 queries' top 10 differ from the clean build, per mode, through each node,
 right away and 30 s later. `--no-async-indexing` starts the nodes without ASYNC_INDEXING.
 
+`inflight`: 4,000 chunks are written through a follower in one `upsert` (batches of 200, as
+`codeqa index` writes); once the cluster holds some, the Raft leader is SIGKILLed. Prints the
+seconds from the kill to the write's end, and whether every chunk was written, beside the same
+write into another tenant with every node up.
+
 The cluster is the tests' (tests/weaviate_cluster.py, the binary codeqa pins).
 """
 
@@ -25,12 +31,17 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from codeqa.evals.bench_update_drift import REQUESTS_QUERIES, top_tens
 from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.indexing import build_index
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.stores.weaviate import open_weaviate_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test cluster
 from generated_repo import write_generated_repo  # type: ignore[import-not-found]  # noqa: E402
@@ -102,6 +113,66 @@ def leader_loss(work: Path) -> None:
         cluster.stop()
 
 
+def in_flight(work: Path) -> None:
+    cluster = WeaviateCluster(weaviate_binary(), work / "cluster")
+    try:
+        cluster.start()
+        leader = cluster.leader()
+        assert leader is not None
+        via = next(node for node in cluster.nodes if node is not leader)
+        directory = work / "index"
+        settings = IndexSettings(
+            store="weaviate",
+            index_dir=directory,
+            weaviate_url=via.url,
+            weaviate_grpc_port=via.grpc_port,
+            weaviate_replication=3,
+            weaviate_api_key=cluster.api_key,
+        )
+        dim = 32
+        chunks = [
+            Chunk(
+                f"pkg/mod_{n // 40}.py",
+                n % 40 * 5 + 1,
+                n % 40 * 5 + 4,
+                "python",
+                ChunkKind.DECLARATION,
+                f"handle_{n}",
+                None,
+                f"def handle_{n}(): return {n}",
+                "",
+            )
+            for n in range(4000)
+        ]
+        vectors = np.random.default_rng(7).random((len(chunks), dim), dtype=np.float32)
+        unhurt = replace(settings, index_dir=work / "unhurt")
+        baseline = open_weaviate_store(unhurt, work / "unhurt", dim)
+        try:
+            began = time.monotonic()
+            baseline.upsert(chunks, vectors)
+            print(f"the same write with every node up: {time.monotonic() - began:.1f} s")
+        finally:
+            baseline.close()
+        store = open_weaviate_store(settings, directory, dim)
+        try:
+            writing = ThreadPoolExecutor(1).submit(store.upsert, chunks, vectors)
+            while not writing.done() and store.count() == 0:
+                time.sleep(0.1)
+            killed = time.monotonic()
+            print(f"SIGKILL of the leader, {leader.name}, with {store.count()} of 4000 written")
+            cluster.kill(leader)
+            try:
+                writing.result()
+                outcome = f"all written: {store.count()} of 4000"
+            except StoreUnavailable as error:
+                outcome = f"failed: {error}"
+            print(f"  the write ended {time.monotonic() - killed:.1f} s after the kill; {outcome}")
+        finally:
+            store.close()
+    finally:
+        cluster.stop()
+
+
 def drift(work: Path, async_indexing: bool) -> None:
     cluster = WeaviateCluster(weaviate_binary(), work / "cluster", async_indexing=async_indexing)
     repo = work / "repo"
@@ -160,7 +231,7 @@ def drift(work: Path, async_indexing: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("scenario", choices=("leader", "drift"))
+    parser.add_argument("scenario", choices=("leader", "drift", "inflight"))
     parser.add_argument("work", type=Path, help="a scratch folder (emptied first)")
     parser.add_argument("--no-async-indexing", action="store_true")
     args = parser.parse_args()
@@ -168,6 +239,8 @@ def main() -> None:
     args.work.mkdir(parents=True)
     if args.scenario == "leader":
         leader_loss(args.work)
+    elif args.scenario == "inflight":
+        in_flight(args.work)
     else:
         drift(args.work, not args.no_async_indexing)
 

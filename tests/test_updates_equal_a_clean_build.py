@@ -15,6 +15,7 @@ from codeqa.retrieval.errors import Cancelled
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import ProgressEvent, build_index
 from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.stores import weaviate as weaviate_store
 from weaviate_backend import weaviate_binary, weaviate_settings
 
 pytestmark = pytest.mark.slow  # builds a dozen small real indexes
@@ -138,28 +139,71 @@ def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(s
     assert differing(repo, updated, tmp_path) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Weaviate 1.39.3's BM25 document frequency sums each LSM segment's postings, "
-    "those of objects deleted or replaced since included, until a compaction into the "
-    "oldest segment drops them (docs/weaviate.md, 'Updates and BM25')",
-)
-def test_an_embedded_index_updated_command_by_command_searches_as_a_clean_build(tmp_path):
-    # Each build_index starts and stops the index's own server, as `codeqa index` does: the
-    # server writes its memtables to disk segments on stop, so each update's deletes land
-    # in a newer segment than the postings they delete (the session server of the tests
-    # above never stops, and keeps everything in one memtable).
-    settings = IndexSettings(
+def embedded_settings() -> IndexSettings:
+    """Weaviate embedded in each index folder: every build_index starts and stops the index's
+    own server, as `codeqa index` does."""
+    return IndexSettings(
         store="weaviate", embed_model=EMBED_MODEL, weaviate_binary_dir=weaviate_binary().parent
     )
+
+
+def test_an_embedded_index_updated_command_by_command_searches_as_a_clean_build(tmp_path):
+    # The server writes its memtables to disk segments on stop, so each update's deletes land
+    # in a newer segment than the postings they delete, and Weaviate's BM25 document counts
+    # (summed over segments) kept counting them: 8 of 12 BM25 top 10s differed before the
+    # store's settle copied the tenant into a fresh one (the session server of the tests
+    # above never stops, and keeps everything in one memtable).
     repo = tmp_path / "repo"
     write_repo(repo)
-    updated = replace(settings, index_dir=tmp_path / "updated")
+    updated = replace(embedded_settings(), index_dir=tmp_path / "updated")
     build_index(repo, updated)
     (repo / "pkg1" / "m7.py").unlink()
+    (repo / "pkg0" / "m6.py").rename(repo / "pkg0" / "m6_renamed.py")
     for f in range(3):
         edit(repo / f"pkg{f % 3}" / f"m{f}.py", f"# parser token cache note {f}\n")
+    build_index(repo, updated, embed=False)  # what `search` runs first
     build_index(repo, updated)
+    assert differing(repo, updated, tmp_path) == []
+
+
+def test_a_settle_killed_before_its_switch_leaves_the_old_tenant_searched_and_the_next_one_exact(
+    tmp_path, monkeypatch
+):
+    repo = tmp_path / "repo"
+    write_repo(repo)
+    updated = replace(embedded_settings(), index_dir=tmp_path / "updated")
+    build_index(repo, updated)
+    for f in range(3):
+        edit(repo / f"pkg{f % 3}" / f"m{f}.py", f"# render the widget layout {f}\n")
+    build_index(repo, updated, embed=False, settle=False)  # as a resident process refreshes
+    with open_index(repo, updated) as index:
+        searched, chunks = index._store.tenant, index.chunk_count
+
+    class Killed(BaseException):
+        """The process dying: nothing after it runs."""
+
+    marker_update = weaviate_store._update_marker
+
+    def die_at_the_switch(target, **fields):
+        if "tenant" in fields and fields.get(weaviate_store.DRIFT_KEY) == 0:
+            raise Killed  # the copy is made; the marker still names the old tenant
+        marker_update(target, **fields)
+
+    monkeypatch.setattr(weaviate_store, "_update_marker", die_at_the_switch)
+    with open_index(repo, updated) as index, pytest.raises(Killed):
+        index.settle_keyword_index()
+    monkeypatch.setattr(weaviate_store, "_update_marker", marker_update)
+    with open_index(repo, updated) as index:  # the old tenant, whole, beside the copy
+        store = index._store
+        assert (store.tenant, store.count()) == (searched, chunks)
+        assert len(weaviate_store._tenants_of(store._shared, store.target)) == 2
+        assert index.search("parser token cache", SearchMode.BM25, 10)
+
+    with open_index(repo, updated) as index:
+        assert index.settle_keyword_index()
+        store = index._store
+        assert store.keyword_drift() == 0
+        assert weaviate_store._tenants_of(store._shared, store.target) == [store.tenant]
     assert [key for key in differing(repo, updated, tmp_path) if key[1] == "bm25"] == []
 
 

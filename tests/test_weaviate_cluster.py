@@ -14,14 +14,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from codeqa.retrieval.config import API_KEY_ENV, IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import check_index
 from codeqa.retrieval.manifest import Manifest
-from codeqa.retrieval.records import SearchMode
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
 from codeqa.retrieval.stores.weaviate import WeaviateStore, WeaviateTuning, open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import ServerTimeouts, resolve_target
 from generated_repo import WORDS, write_generated_repo
@@ -81,12 +83,7 @@ def cli(node: Node, *args: str) -> list[str]:
 
 
 def index_state(repo: Path, settings: IndexSettings) -> dict[str, object]:
-    """Every stored chunk (id, place, content), and whether any lacks a vector or repeats.
-
-    Not the top 10: with the same chunks, an updated collection's BM25 top 10 differs from
-    a fresh one's (Weaviate's BM25 statistics seem to count replaced and deleted objects);
-    `hits_for` checks what searches find instead.
-    """
+    """Every stored chunk (id, place, content), and whether any lacks a vector or repeats."""
     assert settings.index_dir is not None
     with open_index(repo, settings) as index:
         dim = index.manifest.embedder_dim
@@ -105,6 +102,16 @@ def index_state(repo: Path, settings: IndexSettings) -> dict[str, object]:
         "duplicates": health.duplicate_ids,
         "vectors_missing": health.vectors_missing,
     }
+
+
+def top_tens(repo: Path, settings: IndexSettings) -> dict[tuple[str, str], list[str]]:
+    """Each query's top 10 chunk ids, in every mode."""
+    with open_index(repo, settings) as index:
+        return {
+            (query, mode.value): [hit.chunk.chunk_id for hit in index.search(query, mode, 10)]
+            for query in QUERIES
+            for mode in SearchMode
+        }
 
 
 def hits_for(repo: Path, settings: IndexSettings, query: str) -> set[str]:
@@ -251,6 +258,11 @@ def test_one_node_down_search_and_ask_answer_and_after_its_return_a_run_equals_a
         index(first, repo, clean)
         assert state == index_state(repo, settings_for(on_cluster, first, clean))
         assert check_index(repo, settings).healthy
+        # And it searches as the clean build, through every node: BM25's statistics too,
+        # which counted the replaced and deleted chunks until the store's settle.
+        for node in on_cluster.nodes:
+            clean_tops = top_tens(repo, settings_for(on_cluster, node, clean))
+            assert top_tens(repo, settings_for(on_cluster, node, directory)) == clean_tops
         # What changed while the node was down is what searches find now.
         assert "pkg0/mod_0.py" in hits_for(repo, settings, "paint widget")
         assert "pkg1/mod_1.py" not in hits_for(repo, settings, WORDS)
@@ -377,6 +389,49 @@ def test_with_the_leader_dead_search_answers_from_its_node_and_a_write_waits_for
 
 
 BM25_QUERY = ("parser token cache", None, SearchMode.BM25, 10)
+
+
+def test_a_write_under_way_when_the_leader_dies_is_sent_again_once_a_new_one_is_elected(
+    on_cluster, tmp_path
+):
+    # The request under way hung until the client's timeout (120 s for writes), then
+    # failed: "refused 200 of 4000 chunks; first error: ... Deadline Exceeded"; another was
+    # reset ("Received RST_STREAM"). Both are sent again once a new leader is elected.
+    leader = on_cluster.leader()
+    assert leader is not None
+    via = next(node for node in on_cluster.nodes if node is not leader)
+    directory = tmp_path / "index"
+    target = resolve_target(settings_for(on_cluster, via, directory), directory)
+    dim = 32  # a collection of its own
+    chunks = [
+        Chunk(
+            f"pkg/mod_{n // 40}.py",
+            n % 40 * 5 + 1,
+            n % 40 * 5 + 4,
+            "python",
+            ChunkKind.DECLARATION,
+            f"handle_{n}",
+            None,
+            f"def handle_{n}(): return {n}",
+            "",
+        )
+        for n in range(4000)
+    ]
+    vectors = np.random.default_rng(7).random((len(chunks), dim), dtype=np.float32)
+    store = WeaviateStore(target, dim, WeaviateTuning(timeouts=ServerTimeouts(query=20.0)))
+    try:
+        writing = ThreadPoolExecutor(1).submit(store.upsert, chunks, vectors)
+        wait_for(lambda: writing.done() or store.count() > 0, 60.0, lambda: "nothing was written")
+        assert not writing.done(), "the write ended before the leader could be killed"
+        on_cluster.kill(leader)
+        try:
+            writing.result(timeout=CHILD_TIMEOUT_SECONDS)
+            assert store.count() == len(chunks)
+        finally:
+            on_cluster.start_node(leader)
+    finally:
+        store.close()
+    on_cluster.wait_all_joined()
 
 
 def test_a_node_killed_right_after_a_build_still_finds_every_chunk_by_vector_once_back(

@@ -38,13 +38,20 @@ the vector checks are the shared ones of `protocol.py` (tested on LanceDB). What
   which objects still wait for one (Weaviate cannot filter on "has no vector"); the
   vector leg filters on it;
 - object UUIDs are UUIDv5 of the chunk id, and a batch write of an existing UUID replaces
-  the object, so upserts and `set_vectors` are idempotent.
+  the object, so upserts and `set_vectors` are idempotent;
+- BM25's statistics count replaced and deleted objects until Weaviate compacts its disk
+  segments, which nothing can force (see `settle`): every write counts the objects it
+  replaces or deletes (`keyword_drift`, kept in the index folder's marker), and `settle`
+  copies the tenant into a fresh one, which holds exactly a clean build's statistics, and
+  switches to it. A tenant's generation is the `-gN` its name ends with.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import threading
 import time
 import warnings
@@ -78,6 +85,7 @@ from codeqa.retrieval.stores.weaviate_build import installed_binary
 from codeqa.retrieval.stores.weaviate_embedded import EmbeddedServer, start_embedded_server
 from codeqa.retrieval.stores.weaviate_server import (
     DEFAULT_COLLECTION_PREFIX,
+    TENANT_NAME_LENGTH,
     ServerTimeouts,
     WeaviateTarget,
     connect,
@@ -98,6 +106,17 @@ MARKER_NAME = "weaviate.json"
 # Says, once per store, that writes wait for a cluster to elect a Raft leader. With no
 # handler configured (the CLI), Python prints a warning's bare message on stderr.
 _LOG = logging.getLogger(__name__)
+
+
+def _not_a_batch_failure(record: logging.LogRecord) -> bool:
+    """weaviate-client logs each failed batch request (a dict a line, on stderr where no
+    handler is configured); the store sends again those cut short, and says the rest in
+    one line (`_write_group`)."""
+    message = record.msg.get("message", "") if isinstance(record.msg, dict) else ""
+    return not str(message).startswith(("Failed to send", "There have been more than"))
+
+
+logging.getLogger("weaviate-client").addFilter(_not_a_batch_failure)
 
 VECTOR_NAME = "code"
 KEYWORD_PROPERTY = "keywords"
@@ -161,6 +180,9 @@ class WeaviateTuning:
     # tests/test_weaviate_cluster.py); a write waits this long for it, polling its node.
     leader_wait_seconds: float = 60.0
     leader_poll_seconds: float = 0.5
+    # Tries at a write request that timed out, a leader awaited before each next one
+    # (`_retrying_writes`): one for the leader's death, and room for a second.
+    write_attempts: int = 3
     # How long connecting, querying and writing may take (weaviate_server.py).
     timeouts: ServerTimeouts = ServerTimeouts()
 
@@ -324,7 +346,7 @@ class WeaviateStore:
             _properties(_analyzed_row(chunk_to_row(chunk, words)), has_vector=checked is not None)
             for chunk, words in zip(unique, known, strict=True)
         ]
-        self._write(rows, checked)
+        self._write(rows, checked, replacing=None)
 
     def set_vectors(self, chunk_ids: Sequence[str], vectors: np.ndarray) -> None:
         if len(chunk_ids) == 0:
@@ -337,7 +359,8 @@ class WeaviateStore:
         stored = self._fetch_by_chunk_ids(list(wanted))
         rows = [_properties(row, has_vector=True) for row in stored]
         if rows:
-            self._write(rows, np.stack([wanted[row["chunk_id"]] for row in rows]))
+            vectors = np.stack([wanted[row["chunk_id"]] for row in rows])
+            self._write(rows, vectors, replacing=len(rows))
 
     def delete_paths(self, paths: Iterable[str]) -> None:
         from weaviate.classes.query import Filter
@@ -348,9 +371,15 @@ class WeaviateStore:
             self._await_leader()
             for start in range(0, len(unique_paths), step):
                 where = Filter.by_property("path").contains_any(unique_paths[start : start + step])
+                # Counted before they go: a run killed midway leaves the drift too high at
+                # worst, never too low.
+                found = self._collection.aggregate.over_all(filters=where, total_count=True)
+                _add_drift(self.target, int(found.total_count or 0))
                 # One delete_many removes at most QUERY_MAXIMUM_RESULTS objects: repeat.
                 while True:
-                    result = self._collection.data.delete_many(where=where)
+                    for attempt in self._retrying_writes():
+                        with attempt:
+                            result = self._collection.data.delete_many(where=where)
                     if result.failed:
                         raise StoreUnavailable(
                             f"Weaviate at {self.target.where} failed to delete "
@@ -382,9 +411,17 @@ class WeaviateStore:
         # only the vectors it holds.
         if limit <= 0:
             return []
+        from weaviate.exceptions import WeaviateBaseError
+
         keywords, vector, mode = self._prepared(query, query_vector, mode)
         with self._errors("searching"):
-            return self._search_in(self._collection, keywords, vector, mode, limit)
+            try:
+                return self._search_in(self._collection, keywords, vector, mode, limit)
+            except WeaviateBaseError:
+                # Its tenant dropped mid-search by another store's settle: search the new one.
+                if not self._follow_generation():
+                    raise
+                return self._search_in(self._collection, keywords, vector, mode, limit)
 
     def search_repositories(
         self, query: str, query_vector: QueryVector, mode: SearchMode, limit: int
@@ -412,7 +449,7 @@ class WeaviateStore:
         legs: dict[SearchMode, list[RepositoryHit]] = {SearchMode.BM25: [], SearchMode.VECTOR: []}
         with self._errors("searching every repository"):
             tenants = self._shared.tenants.get()
-            for name in sorted(tenants):
+            for name in _one_generation_each(tenants):
                 if tenants[name].activity_status is not TenantActivityStatus.ACTIVE:
                     continue  # an offloaded or deactivated index is not searched
                 tenant = self._shared.with_tenant(name)
@@ -484,12 +521,48 @@ class WeaviateStore:
         """Weaviate maintains its inverted and HNSW indexes on write; nothing to do."""
 
     def settle(self) -> None:
-        """Nothing codeqa can do: Weaviate's BM25 statistics count replaced objects until
-        its own segments compact (lsmkv/bucket.go)."""
+        """Leave BM25's statistics exactly a clean build's: copy the tenant, objects, ids and
+        vectors, into a fresh one (the next generation) and switch to it.
 
-    def keyword_drift(self) -> None:
-        """Not known: Weaviate keeps its statistics to itself."""
-        return None
+        Weaviate 1.39 counts a term's documents over its disk segments
+        (lsmkv/bucket.go `CreateDiskTerm`): a posting whose object was replaced or deleted
+        still counts until a compaction reaches the segment holding it, and no setting or
+        API forces one. A fresh tenant written with only the objects there are holds no
+        such postings. The copy's order does not matter: both legs order equal scores by
+        chunk id (`_ties_by_chunk_id`). Killed at any point, the old tenant stays the one
+        searched until the marker names the new one; a copy left half-made, or an old
+        generation left undropped, is dropped by the next settle.
+        """
+        if self.keyword_drift() == 0:
+            return
+        from weaviate.classes.tenants import Tenant
+
+        with self._write_lock, self._errors("settling the keyword index"):
+            self._await_leader()
+            old = self.tenant
+            new = _next_generation(old, self.target)
+            stale = [name for name in _tenants_of(self._shared, self.target) if name != old]
+            if stale:  # left by a settle that was killed (before or after its switch)
+                self._shared.tenants.remove(stale)
+            self._shared.tenants.create([Tenant(name=new)])
+            _visible(lambda: self._shared.tenants.exists(new))
+            copy = self._shared.with_tenant(new)
+            copied = self._copy_objects(self._collection, copy)
+            held = int(copy.aggregate.over_all(total_count=True).total_count or 0)
+            if held != copied:
+                raise StoreUnavailable(
+                    f"Weaviate at {self.target.where} holds {held} of the {copied} chunks "
+                    "copied into a fresh tenant; the index was left as it was"
+                )
+            _update_marker(self.target, tenant=new, keyword_drift=0)
+            self.tenant, self._collection = new, copy
+            self._shared.tenants.remove([old])
+
+    def keyword_drift(self) -> int | None:
+        """Objects replaced or deleted since the tenant was last a clean build's (0: exact);
+        None if not known (an index from before this was counted, a marker lost)."""
+        drift = _read_marker(self.target).get(DRIFT_KEY)
+        return drift if isinstance(drift, int) else None
 
     def old_versions(self) -> int:
         """Weaviate keeps no old versions."""
@@ -575,28 +648,131 @@ class WeaviateStore:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _write(self, rows: list[dict[str, Any]], vectors: np.ndarray | None) -> None:
-        from weaviate.util import generate_uuid5
+    def _write(
+        self, rows: list[dict[str, Any]], vectors: np.ndarray | None, *, replacing: int | None
+    ) -> None:
+        """Write whole objects; `replacing`: how many of them replace stored ones (None:
+        ask the server), counted as drift before the write (see `settle`)."""
 
         with self._write_lock, self._errors("writing chunks"):
             self._await_leader()
-            batching = self._collection.batch.fixed_size(
-                batch_size=self.tuning.batch_size,
-                concurrent_requests=self.tuning.concurrent_requests,
-            )
-            with batching as batch:
-                for position, row in enumerate(rows):
-                    batch.add_object(
-                        properties=row,
-                        uuid=generate_uuid5(row["chunk_id"]),
-                        vector=None if vectors is None else _named(vectors[position]),
+            if replacing is None:
+                replacing = self._stored_count([row["chunk_id"] for row in rows])
+            _add_drift(self.target, replacing)
+            # A request at a time per sender: a batch context goes on sending after one of
+            # its requests is cut short, and each next request would wait out its timeout
+            # too while the cluster has no leader (22 s after a kill, two timeouts in a row).
+            step = self.tuning.batch_size * self.tuning.concurrent_requests
+            for start in range(0, len(rows), step):
+                self._write_group(rows, vectors, list(range(start, min(start + step, len(rows)))))
+
+    def _write_group(
+        self, rows: list[dict[str, Any]], vectors: np.ndarray | None, left: list[int]
+    ) -> None:
+        """Write the rows at positions `left`, sending again those cut short."""
+        from weaviate.util import generate_uuid5
+
+        failed: Any = []
+        positions = {generate_uuid5(rows[p]["chunk_id"]): p for p in left}
+        for attempt in self._retrying_writes():
+            with attempt:
+                batching = self._collection.batch.fixed_size(
+                    batch_size=self.tuning.batch_size,
+                    concurrent_requests=self.tuning.concurrent_requests,
+                )
+                with batching as batch:
+                    for position in left:
+                        batch.add_object(
+                            properties=rows[position],
+                            uuid=generate_uuid5(rows[position]["chunk_id"]),
+                            vector=None if vectors is None else _named(vectors[position]),
+                        )
+                failed = self._collection.batch.failed_objects
+                if failed and all(_cut_short(f.message) for f in failed):
+                    # Sent again, the same ids replace what a request did write.
+                    left = sorted(positions[str(f.object_.uuid)] for f in failed)
+                    raise _WriteCutShort(
+                        f"Weaviate at {self.target.where}: writing {len(left)} chunks "
+                        f"was cut short {self.tuning.write_attempts} times; first error: "
+                        f"{one_line(failed[0].message)}"
                     )
-            failed = self._collection.batch.failed_objects
         if failed:
             raise StoreUnavailable(
-                f"Weaviate at {self.target.where} refused {len(failed)} of {len(rows)} chunks; "
-                f"first error: {one_line(failed[0].message)}"
+                f"Weaviate at {self.target.where} refused {len(failed)} of {len(positions)} "
+                f"chunks; first error: {one_line(failed[0].message)}"
             )
+
+    def _retrying_writes(self) -> Retrying:
+        """Tries at a write request cut short: on a server, a request under way when the
+        cluster's Raft leader died hangs until its timeout, however soon a new leader is
+        elected (it waited out the client's 120 s), or is reset. So requests to a server
+        time out sooner (`ServerTimeouts.server_write`), and the store waits for a leader,
+        saying so, and sends the request again; the write is idempotent (an object's id is
+        its chunk's)."""
+        return Retrying(
+            retry=retry_if_exception(lambda error: _cut_short(str(error))),
+            stop=stop_after_attempt(self.tuning.write_attempts),
+            before_sleep=lambda state: self._await_leader(),
+            reraise=True,
+        )
+
+    def _stored_count(self, chunk_ids: Sequence[str]) -> int:
+        """How many of these chunks the tenant holds."""
+        from weaviate.classes.query import Filter
+        from weaviate.util import generate_uuid5
+
+        held = 0
+        step = self.tuning.fetch_batch
+        for start in range(0, len(chunk_ids), step):
+            uuids = [generate_uuid5(chunk_id) for chunk_id in chunk_ids[start : start + step]]
+            found = self._collection.aggregate.over_all(
+                filters=Filter.by_id().contains_any(uuids), total_count=True
+            )
+            held += int(found.total_count or 0)
+        return held
+
+    def _copy_objects(self, source: Collection, copy: Collection) -> int:
+        """Every object of `source` written into `copy`, with its id and vector; how many."""
+        objects = source.iterator(
+            include_vector=True,
+            return_properties=list(STORED_PROPERTIES),
+            cache_size=self.tuning.iterator_page,
+        )
+        copied = 0
+        batching = copy.batch.fixed_size(
+            batch_size=self.tuning.batch_size, concurrent_requests=self.tuning.concurrent_requests
+        )
+        with batching as batch:
+            for o in objects:
+                vector = o.vector.get(VECTOR_NAME) if o.vector else None
+                batch.add_object(
+                    properties=dict(o.properties),
+                    uuid=o.uuid,
+                    vector=None if vector is None else {VECTOR_NAME: vector},
+                )
+                copied += 1
+        failed = copy.batch.failed_objects
+        if failed:
+            raise StoreUnavailable(
+                f"Weaviate at {self.target.where} refused {len(failed)} of {copied} chunks "
+                f"copied into a fresh tenant; first error: {one_line(failed[0].message)}"
+            )
+        return copied
+
+    def _follow_generation(self) -> bool:
+        """Switch to the tenant the marker names, if a settle (another store of this index,
+        in this process or another) moved the index to a newer generation; whether it did."""
+        marked = _read_marker(self.target)
+        tenant = marked.get("tenant")
+        if (
+            isinstance(tenant, str)
+            and tenant != self.tenant
+            and marked.get("where") == self.target.where
+            and _is_index_tenant(tenant, self.target)
+        ):
+            self.tenant, self._collection = tenant, self._shared.with_tenant(tenant)
+            return True
+        return False
 
     def _fetch(self, where: Any) -> list[dict[str, Any]]:
         with self._errors("reading chunks"):
@@ -644,7 +820,7 @@ class WeaviateStore:
             wait=wait_fixed(self.tuning.open_retry_seconds),
             reraise=True,
         )
-        with self._errors("opening the collection"):
+        with self._errors("opening the collection", opened=False):
             for attempt in retrying:
                 with attempt:
                     create_chunk_collection(
@@ -656,13 +832,24 @@ class WeaviateStore:
                     )
                     collection = client.collections.use(name)
                     _check_owned(collection, self.target, name, self.dim)
-                    self.tenant = _open_tenant(
+                    self.tenant, created = _open_tenant(
                         collection, self.target, self._marked_tenant, self._await_leader
                     )
             level = ConsistencyLevel(CONSISTENCY_LEVEL)
             shared = collection.with_consistency_level(level)
         self._shared = shared
-        _write_marker(self.target, name, self.tenant, self.dim)
+        # The drift counted is that of the tenant the marker named; a new tenant has none.
+        drift = 0 if created else _read_marker(self.target).get(DRIFT_KEY)
+        if not created and self.tenant != self._marked_tenant:
+            drift = None
+        _update_marker(
+            self.target,
+            collection=name,
+            tenant=self.tenant,
+            where=self.target.where,
+            description=_description(self.dim),
+            keyword_drift=drift,
+        )
         return shared.with_tenant(self.tenant)
 
     def _await_leader(self) -> None:
@@ -714,10 +901,14 @@ class WeaviateStore:
         return array.tolist()
 
     @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def _errors(self, action: str, *, opened: bool = True) -> Iterator[None]:
+        """Weaviate's errors as one line naming `action`; on an `opened` store, first onto
+        the tenant a settle may have moved the index to."""
         if self._client is None:
             raise StoreUnavailable(f"the Weaviate store at {self.target.where} is closed")
         with translating_errors(self.target, action):
+            if opened:
+                self._follow_generation()
             yield
 
 
@@ -830,10 +1021,41 @@ def _is_multi_tenant(collection: Collection) -> bool:
 
 
 def _tenants_of(collection: Collection, target: WeaviateTarget) -> list[str]:
-    """The tenants holding this index: one, unless two processes raced to create it."""
-    if collection.tenants.exists(target.tenant):
-        return [target.tenant]
-    return sorted(name for name in collection.tenants.get() if name.endswith(target.tenant_suffix))
+    """The tenants holding this index, oldest generation first: one, unless two processes
+    raced to create it or a settle is under way or was killed (its copy, or the generation
+    it replaced, is left)."""
+    names = [name for name in collection.tenants.get() if _is_index_tenant(name, target)]
+    return sorted(names, key=lambda name: (_generation(name), name))
+
+
+_GENERATION = re.compile(r"-g([0-9]+)$")
+
+
+def _generation(tenant: str) -> int:
+    """How many settles made this tenant: the N of its name's `-gN` (0 without one)."""
+    found = _GENERATION.search(tenant)
+    return int(found.group(1)) if found else 0
+
+
+def _one_generation_each(tenants: Iterable[str]) -> list[str]:
+    """Each index's oldest generation, by name: while a settle copies an index into its
+    next generation, or after one was killed, the older one is whole."""
+    oldest: dict[str, str] = {}
+    for name in sorted(tenants, key=lambda name: (_generation(name), name)):
+        oldest.setdefault(_GENERATION.sub("", name), name)
+    return sorted(oldest.values())
+
+
+def _is_index_tenant(name: str, target: WeaviateTarget) -> bool:
+    """Whether `name` is one of this index's tenants, of any generation."""
+    return re.search(re.escape(target.tenant_suffix) + r"(-g[0-9]+)?$", name) is not None
+
+
+def _next_generation(tenant: str, target: WeaviateTarget) -> str:
+    """The name of the tenant a settle copies `tenant` into: `requests--1a2b3c4d5e-g2`."""
+    tail = f"{target.tenant_suffix}-g{_generation(tenant) + 1}"
+    label = repository_label(tenant)[: TENANT_NAME_LENGTH - len(tail)].strip("_-")
+    return f"{label or 'index'}{tail}"
 
 
 def _open_tenant(
@@ -841,8 +1063,9 @@ def _open_tenant(
     target: WeaviateTarget,
     marked: str | None,
     before_create: Callable[[], None],
-) -> str:
-    """The index's tenant, created (named after its repository) unless it exists.
+) -> tuple[str, bool]:
+    """The index's tenant, created (named after its repository) unless it exists; whether
+    it was created here.
 
     Found by the index folder's id, so an opener that does not know the repository's name
     finds the tenant the indexer named; or the existing tenant the folder's marker names.
@@ -852,19 +1075,19 @@ def _open_tenant(
     from weaviate.exceptions import UnexpectedStatusCodeError
 
     if marked is not None and collection.tenants.exists(marked):
-        return marked
+        return marked, False
     found = _tenants_of(collection, target)
     if found:
-        return found[0]
+        return found[0], False
     before_create()
     try:
         collection.tenants.create([Tenant(name=target.tenant)])
     except UnexpectedStatusCodeError:
         if not _visible(lambda: collection.tenants.exists(target.tenant)):  # another made it
             raise
-    else:
-        _visible(lambda: collection.tenants.exists(target.tenant))
-    return target.tenant
+        return target.tenant, False
+    _visible(lambda: collection.tenants.exists(target.tenant))
+    return target.tenant, True
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -881,6 +1104,18 @@ def _server_error(error: BaseException) -> bool:
     if isinstance(error, WeaviateTimeoutError):
         return True
     return isinstance(error, UnexpectedStatusCodeError) and error.status_code >= 500
+
+
+class _WriteCutShort(StoreUnavailable):
+    """A write request that timed out or was reset (retried by `_retrying_writes`)."""
+
+
+def _cut_short(message: str) -> bool:
+    """Whether an error says a request was cut short rather than refused: it ran out of time
+    (gRPC's `Deadline Exceeded`, Go's `context deadline exceeded`, a REST read timeout), or
+    its stream was reset (`RST_STREAM`: a batch under way when the leader died, once)."""
+    lowered = message.lower()
+    return any(sign in lowered for sign in ("deadline exceeded", "timed out", "rst_stream"))
 
 
 def analyzed(keywords: str) -> str:
@@ -978,10 +1213,7 @@ def _check_owned(
 def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
     """Refuse an index of another layout; the tenant it names, for an index folder copied
     from another machine (a reader sharing a writer's index: docs/weaviate.md, "a team")."""
-    try:
-        marker = json.loads((target.data_dir / MARKER_NAME).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return None
+    marker = _read_marker(target)
     if marker.get("description") not in (None, _description(dim)):
         raise IndexMismatch(
             f"the Weaviate index in {target.data_dir} holds {marker['description']}; codeqa "
@@ -992,14 +1224,43 @@ def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
     return tenant if isinstance(tenant, str) and same_place else None
 
 
-def _write_marker(target: WeaviateTarget, collection: str, tenant: str, dim: int) -> None:
-    """Remember the layout locally, so a mismatch is found before connecting: a model with
-    another vector size would otherwise open an empty tenant of another collection."""
-    target.data_dir.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "collection": collection,
-        "tenant": tenant,
-        "where": target.where,
-        "description": _description(dim),
-    }
-    (target.data_dir / MARKER_NAME).write_text(json.dumps(payload), encoding="utf-8")
+# The marker's count of objects replaced or deleted since the tenant was a clean build's.
+DRIFT_KEY = "keyword_drift"
+# Every property a chunk's object holds (what a settle copies).
+STORED_PROPERTIES = (*CHUNK_COLUMNS, "chunk_id", KEYWORD_PROPERTY, "content_hash", "has_vector")
+# Two stores of one index in a process (a live index and its refresh) update it in turn;
+# processes write it under the index lock.
+_MARKER_LOCK = threading.RLock()
+
+
+def _read_marker(target: WeaviateTarget) -> dict[str, Any]:
+    try:
+        marker = json.loads((target.data_dir / MARKER_NAME).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
+def _update_marker(target: WeaviateTarget, **fields: Any) -> None:
+    """Remember the layout, the tenant and its drift locally (a field None: forgotten), so a
+    mismatch is found before connecting: a model with another vector size would otherwise
+    open an empty tenant of another collection. Replaced in one rename: a settle killed
+    mid-write leaves the old tenant named."""
+    with _MARKER_LOCK:
+        marker = {**_read_marker(target), **fields}
+        marker = {key: value for key, value in marker.items() if value is not None}
+        target.data_dir.mkdir(parents=True, exist_ok=True)
+        path = target.data_dir / MARKER_NAME
+        scratch = path.with_suffix(".tmp")
+        scratch.write_text(json.dumps(marker), encoding="utf-8")
+        os.replace(scratch, path)
+
+
+def _add_drift(target: WeaviateTarget, objects: int) -> None:
+    """Count `objects` replaced or deleted (an unknown drift stays unknown)."""
+    if objects <= 0:
+        return
+    with _MARKER_LOCK:
+        drift = _read_marker(target).get(DRIFT_KEY)
+        if isinstance(drift, int):
+            _update_marker(target, **{DRIFT_KEY: drift + objects})

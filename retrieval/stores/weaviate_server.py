@@ -58,7 +58,12 @@ class ServerTimeouts:
 
     init: float = 5.0
     query: float = 60.0
-    insert: float = 120.0
+    insert: float = 120.0  # embedded: one server, on this machine, maybe loaded
+    # A server's (or cluster's) write request: one under way when the Raft leader dies
+    # hangs until its timeout, and is then sent again (weaviate.py `_retrying_writes`).
+    # Far above a request's usual time: 4,000 chunks, 20 requests two at a time, took
+    # 8.2-8.9 s on the 3-node test cluster at load 9-10 (bench_cluster_faults inflight).
+    server_write: float = 10.0
 
 
 # ---- where to connect ---------------------------------------------------------------------
@@ -227,8 +232,9 @@ def connect(
     import weaviate
     from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
+    insert = timeouts.insert if embedded else min(timeouts.insert, timeouts.server_write)
     config = AdditionalConfig(
-        timeout=Timeout(init=timeouts.init, query=timeouts.query, insert=timeouts.insert)
+        timeout=Timeout(init=timeouts.init, query=timeouts.query, insert=insert)
     )
     server = embedded or target.server
     api_key = embedded_key if embedded else target.api_key
