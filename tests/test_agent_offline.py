@@ -239,6 +239,42 @@ def test_who_calls_a_function_is_answered_by_a_call_site_before_its_definition(a
     assert first.symbol == "JSONEncoder.iterencode", first.location
 
 
+class _OtherSearchesDisagree:
+    """The index, but every search other than the whole question's puts the question's
+    second hit first and misses its best: together they outvote the question's own search."""
+
+    def __init__(self, index, question: str):
+        self._index = index
+        self._question = question
+
+    def search(self, query, mode, limit=10):
+        hits = self._index.search(query, mode, limit)
+        if query == self._question:
+            return hits
+        best, second = self._index.search(self._question, mode, limit)[:2]
+        left_out = {best.chunk.chunk_id, second.chunk.chunk_id}
+        return [second] + [hit for hit in hits if hit.chunk.chunk_id not in left_out]
+
+    def __getattr__(self, name):
+        return getattr(self._index, name)
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_the_questions_own_best_hit_is_the_first_location_whatever_the_other_searches_say(
+    json_index,
+):
+    # Only the question's own search reads all of it (the names it gives, "what calls X?");
+    # the key phrase and the looked-up names each see a part, and fused they outvoted it.
+    question = "how does the encoder detect circular references"
+    best = json_index.search(question, AgentSettings().search_mode)[0].chunk
+    answer = Assistant(_OtherSearchesDisagree(json_index, question), AgentSettings()).ask(question)
+    assert len(answer.queries) > 1, answer.queries
+    assert answer.sources[0].chunk.chunk_id == best.chunk_id, answer.sources[0].chunk.location
+    first = answer.citations[0]
+    assert first.path == best.path, first
+    assert first.start_line <= best.end_line and best.start_line <= first.end_line, first
+
+
 class _LimitsRecorded:
     """The index, noting how many hits each search asks for."""
 
