@@ -72,7 +72,8 @@ def plan_offline(question: str, history: Sequence[Turn] = (), limit: int = 8) ->
     The whole question is always searched, whatever else fills `limit`: only that search
     reads all of it, and its best hit leads the answer (nodes.question_first). An issue
     naming many files, names and errors had filled every place with exact lookups: 91 of
-    SWE-bench-loc dev's 152 offline answers went without it.
+    SWE-bench-loc dev's 152 offline answers went without it (with it, keyword-only: the
+    first citation in a gold file 0.513 -> 0.651, the sources' line@10 0.526 -> 0.697).
     """
     exact = _exact_queries(question)
     whole = Query(QueryKind.SEARCH, question.strip())
