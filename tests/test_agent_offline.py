@@ -14,7 +14,7 @@ from codeqa.agent.planner import plan_offline
 from codeqa.agent.state import QueryKind, Turn
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discovery.walk import discover, read_repo_file
-from codeqa.retrieval.records import SearchHit, SourceFile
+from codeqa.retrieval.records import SearchHit, SearchMode, SourceFile
 from codeqa.retrieval.search.relevance import RELEVANCE_HITS
 
 
@@ -237,6 +237,53 @@ def test_who_calls_a_function_is_answered_by_a_call_site_before_its_definition(a
     first = answer.sources[0].chunk
     assert "_make_iterencode(" in first.text, first.location
     assert first.symbol == "JSONEncoder.iterencode", first.location
+
+
+class _OtherSearchesDisagree:
+    """The index, but every search other than the whole question's puts the question's
+    second hit first and misses its best: together they outvote the question's own search."""
+
+    def __init__(self, index, question: str):
+        self._index = index
+        self._question = question
+
+    def search(self, query, mode, limit=10):
+        hits = self._index.search(query, mode, limit)
+        if query == self._question:
+            return hits
+        best, second = self._index.search(self._question, mode, limit)[:2]
+        left_out = {best.chunk.chunk_id, second.chunk.chunk_id}
+        return [second] + [hit for hit in hits if hit.chunk.chunk_id not in left_out]
+
+    def __getattr__(self, name):
+        return getattr(self._index, name)
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_the_questions_own_best_hit_is_the_first_location_whatever_the_other_searches_say(
+    json_index,
+):
+    # Only the question's own search reads all of it (the names it gives, "what calls X?");
+    # the key phrase and the looked-up names each see a part, and fused they outvoted it.
+    question = "how does the encoder detect circular references"
+    best = json_index.search(question, AgentSettings().search_mode)[0].chunk
+    answer = Assistant(_OtherSearchesDisagree(json_index, question), AgentSettings()).ask(question)
+    assert len(answer.queries) > 1, answer.queries
+    assert answer.sources[0].chunk.chunk_id == best.chunk_id, answer.sources[0].chunk.location
+    first = answer.citations[0]
+    assert first.path == best.path, first
+    assert first.start_line <= best.end_line and best.start_line <= first.end_line, first
+
+
+@pytest.mark.slow  # asks over the json_index fixture, built with the ONNX model
+def test_searching_by_vectors_alone_the_fused_order_stands(json_index):
+    # A vector-only search does not read the names a question gives; the lists of the
+    # names looked up carry them, so its best hit does not lead.
+    question = "how does the encoder detect circular references"
+    vector = AgentSettings(search_mode=SearchMode.VECTOR)
+    best = json_index.search(question, SearchMode.VECTOR)[0].chunk
+    answer = Assistant(_OtherSearchesDisagree(json_index, question), vector).ask(question)
+    assert answer.sources[0].chunk.chunk_id != best.chunk_id
 
 
 class _LimitsRecorded:

@@ -43,3 +43,17 @@ def test_a_traceback_is_read_at_its_frames_lines_and_a_file_named_beside_it_is_r
 def test_an_apostrophe_is_not_a_quote_to_grep_for():
     planned = plan_offline("Why does the session's timeout differ from the adapter's default?")
     assert _texts(planned, QueryKind.GREP) == []
+
+
+def test_the_whole_question_is_searched_however_many_names_it_gives():
+    # A pasted issue names more files and symbols than the plan has places for; the
+    # search of the whole question, the one that reads all of it, still runs.
+    question = (
+        "After upgrading, `Session.send`, `HTTPAdapter.send`, `PreparedRequest.prepare_body`, "
+        "`merge_setting`, `get_netrc_auth`, `rebuild_auth` and `rebuild_proxies` in "
+        "requests/sessions.py and requests/adapters.py stopped sending the body."
+    )
+    planned = plan_offline(question, limit=8)
+    assert len(planned) == 8
+    assert Query(QueryKind.SEARCH, question) in planned
+    assert len(_texts(planned, QueryKind.SYMBOL) + _texts(planned, QueryKind.PATH)) == 7
