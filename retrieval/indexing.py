@@ -305,6 +305,9 @@ def build_index(
             and manifest.chunks is not None
             and manifest.vectors_missing is not None  # None: a fill was killed before counting
             and (manifest.complete_chunks is not None or not embed)
+            # A resident process's refresh left BM25's statistics to its worker and stopped
+            # before the worker settled them: a command that settles does so now.
+            and not (settle and manifest.keyword_drift)
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run,
             # unless old versions an earlier run left are due to go.
