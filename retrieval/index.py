@@ -534,7 +534,7 @@ class Index:
         if manifest is None or manifest.chunks is None:
             return  # a run that did not finish: the next one counts
         if missing is None:
-            missing = len(self._store.ids_missing_vectors())
+            missing = self._store.count_missing_vectors()
         self.manifest.vectors_missing = missing  # this index's searches: all filled or not
         if missing != manifest.vectors_missing:
             manifest.vectors_missing = missing

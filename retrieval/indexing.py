@@ -381,7 +381,7 @@ def build_index(
                 # before it too would pay LanceDB's table rewrite twice (a `codeqa index`
                 # after a one-file edit). A long one, minutes or hours, finds the keyword
                 # index exact while it runs; a new one has no keyword index until settled.
-                to_fill = len(store.ids_missing_vectors()) if embed else 0
+                to_fill = store.count_missing_vectors() if embed else 0
                 short_fill = 0 < to_fill <= CHUNKS_PER_STORE_WRITE
                 settle_now = settle and not (short_fill and store.keyword_drift() is not None)
 
@@ -400,7 +400,7 @@ def build_index(
                     # like the files'): what is left to do is to record it.
                     fill_vectors(store, cache, embedder, notify, cancel, report, directory)
                     report.keyword_drift = store.keyword_drift()
-                report.vectors_pending = len(store.ids_missing_vectors())
+                report.vectors_pending = store.count_missing_vectors()
                 report.chunks_total = store.count()
                 manifest.chunks = report.chunks_total
                 manifest.vectors_missing = report.vectors_pending
