@@ -53,6 +53,7 @@ from codeqa.retrieval.indexing import (
 from codeqa.retrieval.manifest import Manifest
 from codeqa.retrieval.records import (
     Chunk,
+    IndexReport,
     RepositoryHit,
     SearchHit,
     SearchMode,
@@ -96,6 +97,10 @@ QUERY_TIME_VECTORS_KEPT = 4096
 # A search's write to the vector cache waits this long for the fill's write to end (each
 # takes milliseconds); past it the vectors are only not cached, instead of a stalled search.
 SEARCH_WAITS_FOR_CACHE_SECONDS = 0.5
+
+
+# `vectors_pending` of a fill that failed before it began to count.
+NOT_COUNTED = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,6 +492,9 @@ class Index:
                 self.embedder.name,
                 dim=self.embedder.dim,
             )
+            # The fill counts what it leaves: a stopped fill's scan of the store for it took
+            # ~0.5-1 s of a monorepo's refresh (129k chunks), which waited for it.
+            counted = IndexReport(self.repo_root, self.directory, vectors_pending=NOT_COUNTED)
             try:
                 return fill_vectors(
                     self._store,
@@ -494,6 +502,7 @@ class Index:
                     self.embedder,
                     progress or (lambda e: None),
                     cancel,
+                    counted,
                     directory=self.directory,
                 )
             finally:
@@ -501,7 +510,8 @@ class Index:
                 # Only a saving for later readers: a failure here (the disk that stopped the
                 # fill) must not hide the fill's own error; the count is then left high.
                 with suppress(Exception):
-                    self._record_vectors_missing()
+                    left = counted.vectors_pending
+                    self._record_vectors_missing(None if left == NOT_COUNTED else left)
 
     def _forget_vectors_missing(self) -> None:
         """Mark the manifest's count of chunks without a vector unknown while a fill changes
@@ -515,14 +525,16 @@ class Index:
         with suppress(IndexNotWritable):
             manifest.save(self.directory)
 
-    def _record_vectors_missing(self) -> None:
-        """Write the count of chunks still without a vector into the manifest, after a fill
-        finished or stopped (the caller holds the lock), so that a status or a search reads
-        it there instead of scanning the store; the manifest's later readers reopen."""
+    def _record_vectors_missing(self, missing: int | None = None) -> None:
+        """Write the count of chunks still without a vector (`missing`, or counted in the
+        store) into the manifest, after a fill finished or stopped (the caller holds the
+        lock), so that a status or a search reads it there instead of scanning the store;
+        the manifest's later readers reopen."""
         manifest = Manifest.load(self.directory)
         if manifest is None or manifest.chunks is None:
             return  # a run that did not finish: the next one counts
-        missing = len(self._store.ids_missing_vectors())
+        if missing is None:
+            missing = self._store.count_missing_vectors()
         self.manifest.vectors_missing = missing  # this index's searches: all filled or not
         if missing != manifest.vectors_missing:
             manifest.vectors_missing = missing

@@ -95,6 +95,10 @@ CONTENT_VERSION = (
 )
 
 
+# How often a fill waiting for the bundled model's step looks whether it was cancelled.
+CANCEL_POLL_SECONDS = 0.05
+
+
 def content_version(chunker: str) -> str:
     """CONTENT_VERSION for chunker strategy `chunker`; the default's string is unchanged."""
     return CONTENT_VERSION if chunker == THREE_TIER else f"{CONTENT_VERSION}, {chunker}"
@@ -301,6 +305,9 @@ def build_index(
             and manifest.chunks is not None
             and manifest.vectors_missing is not None  # None: a fill was killed before counting
             and (manifest.complete_chunks is not None or not embed)
+            # A resident process's refresh left BM25's statistics to its worker and stopped
+            # before the worker settled them: a command that settles does so now.
+            and not (settle and manifest.keyword_drift)
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run,
             # unless old versions an earlier run left are due to go.
@@ -374,7 +381,7 @@ def build_index(
                 # before it too would pay LanceDB's table rewrite twice (a `codeqa index`
                 # after a one-file edit). A long one, minutes or hours, finds the keyword
                 # index exact while it runs; a new one has no keyword index until settled.
-                to_fill = len(store.ids_missing_vectors()) if embed else 0
+                to_fill = store.count_missing_vectors() if embed else 0
                 short_fill = 0 < to_fill <= CHUNKS_PER_STORE_WRITE
                 settle_now = settle and not (short_fill and store.keyword_drift() is not None)
 
@@ -393,7 +400,7 @@ def build_index(
                     # like the files'): what is left to do is to record it.
                     fill_vectors(store, cache, embedder, notify, cancel, report, directory)
                     report.keyword_drift = store.keyword_drift()
-                report.vectors_pending = len(store.ids_missing_vectors())
+                report.vectors_pending = store.count_missing_vectors()
                 report.chunks_total = store.count()
                 manifest.chunks = report.chunks_total
                 manifest.vectors_missing = report.vectors_pending
@@ -720,7 +727,13 @@ def fill_vectors(
     cost (~0.3 s in LanceDB) whatever its size, and its indexes are rebuilt seldom
     (`_FillWrites`). With `directory` (the index's folder; the caller holds its lock) the
     progress is written there after every batch, for `codeqa status` in any process
-    (status.FillProgress).
+    (status.FillProgress). With `report`, its `vectors_pending` is left at the chunks still
+    without a vector however the fill ends, counted rather than read from the store.
+
+    The bundled model's step under way when the fill is cancelled is left to finish on its
+    own (its vectors are lost, as the rest of its batch always was): the fill returns at
+    once, so a refresh stopping it waits for no model step. A served model's requests under
+    way are waited for and cached: they are paid for.
     """
     embed_behind = partial(_embed_behind, embedder, cancel)
     pending = store.ids_missing_vectors()
@@ -728,6 +741,8 @@ def fill_vectors(
     embedded = from_cache = done = 0
     progress = FillProgress(os.getpid(), time.time(), total, 0, 0, 0)
     ahead = max(1, embedder.concurrency)
+    local = foreground_turns(embedder) is not None
+    awaited = partial(_result_unless_cancelled, cancel) if local else _result
     under_way: deque[tuple[list[Chunk], CacheLookup, Future[np.ndarray] | None]] = deque()
     # A text asked for by a batch still under way is not asked for again by a later one
     # (two chunks of a file can embed alike): the later batch takes the earlier's vector.
@@ -768,34 +783,40 @@ def fill_vectors(
         notify(ProgressEvent("embed", done, total, embedder.name))
 
     notify(ProgressEvent("embed", 0, total))
-    with (
-        store.bulk_writes(),
-        ThreadPoolExecutor(ahead, thread_name_prefix="codeqa-fill") as embedding,
-        _FillWrites(store) as writes,
-    ):
-        try:
-            for chunks in _chunks_to_embed(store, pending):
-                _raise_if_cancelled(cancel)
-                start(chunks)
-                if len(under_way) > ahead:
+    embedding = ThreadPoolExecutor(ahead, thread_name_prefix="codeqa-fill")
+    writes = _FillWrites(store)
+    try:
+        with store.bulk_writes(), writes:
+            try:
+                for chunks in _chunks_to_embed(store, pending):
+                    _raise_if_cancelled(cancel)
+                    start(chunks)
+                    if len(under_way) > ahead:
+                        batch, lookup, asked = under_way.popleft()
+                        finish(batch, lookup, awaited(asked) if asked else None)
+                while under_way:
+                    _raise_if_cancelled(cancel)
                     batch, lookup, asked = under_way.popleft()
-                    finish(batch, lookup, asked.result() if asked else None)
-            while under_way:
-                _raise_if_cancelled(cancel)
-                batch, lookup, asked = under_way.popleft()
-                finish(batch, lookup, asked.result() if asked else None)
-        finally:
-            # Stopped early: the batches still under way are cached, not stored, so that the
-            # run that resumes finds their vectors instead of asking for them again.
-            for _batch, lookup, asked in under_way:
-                with suppress(Exception):
-                    if asked is not None:
-                        remember(cache, lookup, asked.result())
-            if directory is not None:
-                FillProgress.clear(directory)
-            if report is not None:
-                report.vectors_embedded += embedded
-                report.vectors_from_cache += from_cache
+                    finish(batch, lookup, awaited(asked) if asked else None)
+            finally:
+                # Stopped early: the batches still under way are cached, not stored, so that
+                # the run that resumes finds their vectors instead of asking for them again
+                # (a model step still running on this machine is not waited for).
+                for _batch, lookup, asked in under_way:
+                    with suppress(Exception):
+                        if asked is not None and (asked.done() or not local):
+                            remember(cache, lookup, asked.result())
+                if directory is not None:
+                    FillProgress.clear(directory)
+                if report is not None:
+                    report.vectors_embedded += embedded
+                    report.vectors_from_cache += from_cache
+    finally:
+        embedding.shutdown(wait=not local, cancel_futures=True)
+        if report is not None:
+            # Every pending chunk was missing its vector and each one written got it (the
+            # caller holds the lock: no other writer), so no scan of the store is needed.
+            report.vectors_pending = total - writes.written
     if total:
         # Every row given a vector was rewritten, out of the full-text index and with its
         # old version still counted in BM25's statistics (see _settle_indexes).
@@ -847,7 +868,7 @@ class _FillWrites:
         if len(self._ids) >= CHUNKS_PER_STORE_WRITE:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, *, maintain: bool = True) -> None:
         if not self._ids:
             return
         ids, vectors = self._ids, np.stack(self._vectors)
@@ -855,15 +876,36 @@ class _FillWrites:
         self.store.set_vectors(ids, vectors)
         self.written += len(ids)
         self.unsettled += len(ids)
-        if self.unsettled >= max(FILL_REBUILDS_INDEX_AFTER, self.written - self.unsettled):
+        if maintain and self.unsettled >= max(
+            FILL_REBUILDS_INDEX_AFTER, self.written - self.unsettled
+        ):
             self.store.optimize()
             self.unsettled = 0
 
     def __enter__(self) -> _FillWrites:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.flush()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        # A stopped fill stores what it finished but leaves the indexes to the settle after
+        # the refresh that stopped it: rebuilding them here made that refresh wait (10-40 s
+        # on a monorepo) for statistics it would change again at once.
+        self.flush(maintain=kind is None)
+
+
+def _result(future: Future[np.ndarray]) -> np.ndarray:
+    return future.result()
+
+
+def _result_unless_cancelled(
+    cancel: threading.Event | None, future: Future[np.ndarray]
+) -> np.ndarray:
+    """The future's result, or Cancelled as soon as `cancel` is set, whichever comes first."""
+    while True:
+        _raise_if_cancelled(cancel)
+        try:
+            return future.result(timeout=CANCEL_POLL_SECONDS)
+        except TimeoutError:
+            continue
 
 
 def _embed_behind(

@@ -305,6 +305,84 @@ def test_a_fill_on_this_machines_cores_stops_within_a_step_not_after_its_whole_b
     assert 0 < sum(embedded) <= CHUNKS_PER_LOCAL_EMBED_STEP
 
 
+def test_a_stopped_fill_returns_without_waiting_for_the_model_step_under_way(tmp_path, monkeypatch):
+    # A refresh of a served monorepo waited for the bundled model's step under way (seconds
+    # at load) before it could write the edit.
+    import threading
+
+    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH
+    from codeqa.retrieval.embedders import onnx
+    from codeqa.retrieval.errors import Cancelled
+    from codeqa.retrieval.index import open_index
+
+    repo = tmp_path / "repo"
+    modules(repo, CHUNKS_PER_EMBED_BATCH)
+    settings = IndexSettings(index_dir=tmp_path / "index")  # the bundled model
+    build_index(repo, settings, embed=False)
+    stop, step_may_end = threading.Event(), threading.Event()
+    run = onnx._LoadedModel.run
+
+    def slow_step(model, token_ids):
+        stop.set()  # a refresh asks the fill to stop while this step runs
+        step_may_end.wait(60)
+        return run(model, token_ids)
+
+    monkeypatch.setattr(onnx._LoadedModel, "run", slow_step)
+    outcome: list[BaseException] = []
+
+    def fill() -> None:
+        with open_index(repo, settings) as index:
+            try:
+                index.fill_vectors(cancel=stop)
+            except BaseException as error:
+                outcome.append(error)
+
+    filling = threading.Thread(target=fill)
+    filling.start()
+    filling.join(30)  # the step still runs: only a fill that does not wait for it is back
+    returned_before_the_step_ended = not filling.is_alive()
+    step_may_end.set()
+    filling.join()
+    assert returned_before_the_step_ended
+    assert len(outcome) == 1 and isinstance(outcome[0], Cancelled)
+
+
+def test_a_stopped_fill_counts_what_it_left_without_scanning_the_store(tmp_path, monkeypatch):
+    # The scan of a monorepo's 129k chunks took ~0.5-1 s of every refresh that stopped a fill.
+    import threading
+
+    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH
+    from codeqa.retrieval.errors import Cancelled
+    from codeqa.retrieval.index import open_index
+    from codeqa.retrieval.manifest import Manifest
+    from codeqa.retrieval.stores.lancedb import LanceStore
+
+    repo = tmp_path / "repo"
+    modules(repo, CHUNKS_PER_EMBED_BATCH + 44)  # two batches; the fill stops after one
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    total = build_index(repo, settings, embed=False).chunks_total
+    stop = threading.Event()
+    scans: list[int] = []
+    ids_missing_vectors = LanceStore.ids_missing_vectors
+
+    def counted_scan(store):
+        scans.append(1)
+        return ids_missing_vectors(store)
+
+    monkeypatch.setattr(LanceStore, "ids_missing_vectors", counted_scan)
+
+    def progress(event) -> None:
+        if event.done:
+            stop.set()
+
+    with open_index(repo, settings) as index, pytest.raises(Cancelled):
+        index.fill_vectors(progress, stop)
+    assert len(scans) == 1  # the fill's own list of what to embed, at its start
+    manifest = Manifest.load(settings.index_dir)
+    assert manifest is not None
+    assert manifest.vectors_missing == total - CHUNKS_PER_EMBED_BATCH
+
+
 def test_a_manifest_written_before_the_counts_were_kept_still_reads_as_complete(
     tmp_path, monkeypatch
 ):

@@ -229,3 +229,32 @@ def test_one_edit_of_one_file_after_a_clean_build_searches_as_a_clean_build(tmp_
             ]
 
     assert bm25_tops(updated) == bm25_tops(clean)
+
+
+def test_a_command_after_a_resident_process_left_the_statistics_unsettled_settles_them(
+    tmp_path,
+):
+    # `serve`, `watch`, the chat and `mcp` refresh with settle=False and leave the settle to
+    # their background worker; one stopped before the worker settled left the manifest's
+    # drift counted, and the next command, finding no file changed, answered from it as it
+    # was (the no-op refresh skips the store).
+    repo = tmp_path / "repo"
+    write_repo(repo, functions=250)  # ~400 chunks
+    updated = IndexSettings(embed_model=EMBED_MODEL, index_dir=tmp_path / "updated")
+    clean = replace(updated, index_dir=tmp_path / "clean")
+    build_index(repo, updated, embed=False)
+    edit(repo / "pkg1" / "m4.py", "# parser token cache note\n")
+    assert build_index(repo, updated, embed=False, settle=False).keyword_drift
+    report = build_index(repo, updated, embed=False)  # what `search` runs first
+    assert report.files_changed == 0
+    assert report.keyword_drift == 0
+    build_index(repo, clean, embed=False)
+
+    def bm25_tops(settings: IndexSettings) -> list[list[tuple[str, int, int]]]:
+        with open_index(repo, settings) as index:
+            return [
+                [(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in found]
+                for found in (index.search(query, SearchMode.BM25, 10) for query in QUERIES)
+            ]
+
+    assert bm25_tops(updated) == bm25_tops(clean)
