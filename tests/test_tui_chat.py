@@ -639,7 +639,8 @@ async def test_a_question_typed_and_entered_while_the_chat_starts_is_asked(shop)
     # Enter, typed before the app took the terminal: its line discipline made it "\n".
     app.post_message(events.Key("ctrl+j", "\n"))
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: not app.answering and answers(app))
+        # Asked, and answered once the index is open (until then it waits its turn).
+        await wait_for(pilot, lambda: ready(app)() and answers(app) and not app.answering)
         assert app.chat.query_one(QuestionMessage).content == "reorder level"
         assert app.chat.query_one("#question", Input).value == ""
 

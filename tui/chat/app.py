@@ -492,6 +492,12 @@ class CodeqaApp(App[None]):
             await view.wait(self._waiting_for())
             self.refresh_bindings()
 
+    def refresh_bindings(self) -> None:
+        # A question's handler can resume while the app closes (quit while it waited its
+        # turn); the screens are gone by then, and Textual raises for their bindings.
+        if self.screen_stack:
+            super().refresh_bindings()
+
     def _waiting_for(self) -> str:
         """What a queued question waits for, as its placeholder says it."""
         if self.assistant is None or self.index is None:
