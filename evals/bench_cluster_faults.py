@@ -35,18 +35,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 from codeqa.evals.bench_update_drift import REQUESTS_QUERIES, top_tens
 from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.errors import StoreUnavailable
 from codeqa.retrieval.indexing import build_index
-from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.stores.weaviate import open_weaviate_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test cluster
 from generated_repo import write_generated_repo  # type: ignore[import-not-found]  # noqa: E402
 from weaviate_backend import weaviate_binary  # type: ignore[import-not-found]  # noqa: E402
-from weaviate_cluster import Node, WeaviateCluster  # type: ignore[import-not-found]  # noqa: E402
+from weaviate_cluster import (  # type: ignore[import-not-found]  # noqa: E402
+    Node,
+    WeaviateCluster,
+    one_long_write,
+)
 
 CORPUS = Path("/root/corpora/requests-2.32.5-sdist")
 EMBED_MODEL = "wordllama"
@@ -130,21 +133,7 @@ def in_flight(work: Path) -> None:
             weaviate_api_key=cluster.api_key,
         )
         dim = 32
-        chunks = [
-            Chunk(
-                f"pkg/mod_{n // 40}.py",
-                n % 40 * 5 + 1,
-                n % 40 * 5 + 4,
-                "python",
-                ChunkKind.DECLARATION,
-                f"handle_{n}",
-                None,
-                f"def handle_{n}(): return {n}",
-                "",
-            )
-            for n in range(4000)
-        ]
-        vectors = np.random.default_rng(7).random((len(chunks), dim), dtype=np.float32)
+        chunks, vectors = one_long_write(dim=dim)
         unhurt = replace(settings, index_dir=work / "unhurt")
         baseline = open_weaviate_store(unhurt, work / "unhurt", dim)
         try:

@@ -17,18 +17,17 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pytest
 from codeqa.retrieval.config import API_KEY_ENV, IndexSettings
 from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import check_index
 from codeqa.retrieval.manifest import Manifest
-from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
+from codeqa.retrieval.records import SearchMode
 from codeqa.retrieval.stores.weaviate import WeaviateStore, WeaviateTuning, open_weaviate_store
 from codeqa.retrieval.stores.weaviate_server import ServerTimeouts, resolve_target
 from generated_repo import WORDS, write_generated_repo
 from weaviate_backend import wait_for, weaviate_binary
-from weaviate_cluster import READY_TIMEOUT_SECONDS, Node, WeaviateCluster
+from weaviate_cluster import READY_TIMEOUT_SECONDS, Node, WeaviateCluster, one_long_write
 
 # Starts three server processes and kills them.
 pytestmark = pytest.mark.slow
@@ -403,21 +402,7 @@ def test_a_write_under_way_when_the_leader_dies_is_sent_again_once_a_new_one_is_
     directory = tmp_path / "index"
     target = resolve_target(settings_for(on_cluster, via, directory), directory)
     dim = 32  # a collection of its own
-    chunks = [
-        Chunk(
-            f"pkg/mod_{n // 40}.py",
-            n % 40 * 5 + 1,
-            n % 40 * 5 + 4,
-            "python",
-            ChunkKind.DECLARATION,
-            f"handle_{n}",
-            None,
-            f"def handle_{n}(): return {n}",
-            "",
-        )
-        for n in range(4000)
-    ]
-    vectors = np.random.default_rng(7).random((len(chunks), dim), dtype=np.float32)
+    chunks, vectors = one_long_write(dim=dim)
     store = WeaviateStore(target, dim, WeaviateTuning(timeouts=ServerTimeouts(query=20.0)))
     try:
         writing = ThreadPoolExecutor(1).submit(store.upsert, chunks, vectors)

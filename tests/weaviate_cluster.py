@@ -19,7 +19,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
+from codeqa.retrieval.records import Chunk, ChunkKind
 from codeqa.retrieval.stores.weaviate_embedded import spawn_server
 from weaviate_backend import is_ready, wait_for
 
@@ -227,6 +229,26 @@ class WeaviateCluster:
         except OSError:
             return "no log"
         return " | ".join(text.strip().splitlines()[-5:])[-1500:] or "empty log"
+
+
+def one_long_write(count: int = 4000, dim: int = 32) -> tuple[list[Chunk], np.ndarray]:
+    """Chunks and vectors for one write long enough that a node can be killed during it
+    (4,000 take ~8 s on three nodes of a 2-core machine), in a collection of their own."""
+    chunks = [
+        Chunk(
+            f"pkg/mod_{n // 40}.py",
+            n % 40 * 5 + 1,
+            n % 40 * 5 + 4,
+            "python",
+            ChunkKind.DECLARATION,
+            f"handle_{n}",
+            None,
+            f"def handle_{n}(): return {n}",
+            "",
+        )
+        for n in range(count)
+    ]
+    return chunks, np.random.default_rng(7).random((count, dim), dtype=np.float32)
 
 
 def _free_ports(count: int) -> list[int]:
