@@ -4,10 +4,11 @@
     .venv/bin/python -m codeqa.evals.bench_cluster_faults drift /tmp/faults
     .venv/bin/python -m codeqa.evals.bench_cluster_faults inflight /tmp/faults
 
-`leader`: a generated repository is indexed; the Raft leader is SIGKILLed and `codeqa search`
-runs at once through another node, then again; a file changes and `codeqa index` runs; the
-new leader is SIGKILLed (its predecessor back) and `codeqa index` runs at once. Prints each
-command's seconds and what it said on stderr.
+`leader`: a generated repository is indexed; a follower is SIGKILLed and `codeqa search` runs
+at once through another node, then again, three times, the follower back after each; the Raft
+leader is SIGKILLed and `codeqa search` runs at once through another node, then again; a file
+changes and `codeqa index` runs; the new leader is SIGKILLed (its predecessor back) and
+`codeqa index` runs at once. Prints each command's seconds and what it said on stderr.
 
 `drift`: requests 2.32.5 is indexed, then (as evals/bench_update_drift.py) a function is
 appended with a follower SIGKILLed, a file deleted and one touched with the leader SIGKILLed,
@@ -95,6 +96,14 @@ def leader_loss(work: Path) -> None:
         assert leader is not None
         via = next(node for node in cluster.nodes if node is not leader)
         run_cli(cluster, via, *search)
+        follower = next(node for node in cluster.nodes if node not in (leader, via))
+        for _ in range(3):
+            print(f"SIGKILL of a follower, {follower.name}")
+            cluster.kill(follower)
+            run_cli(cluster, via, *search)
+            run_cli(cluster, via, *search)
+            cluster.start_node(follower)
+            cluster.wait_all_joined()
         print(f"SIGKILL of the leader, {leader.name}")
         cluster.kill(leader)
         run_cli(cluster, via, *search)

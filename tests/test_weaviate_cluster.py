@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -373,6 +374,62 @@ def test_with_the_leader_dead_search_answers_from_its_node_and_a_write_waits_for
 
 
 BM25_QUERY = ("parser token cache", None, SearchMode.BM25, 10)
+
+
+def test_an_index_in_a_replicated_collection_is_not_settled_whatever_the_replication_setting(
+    on_cluster, repo, tmp_path
+):
+    # A settled tenant answered every search with nothing through a node that had been
+    # killed and restarted (WeaviateStore.settle). The replication setting only shapes a
+    # new collection: a team member without CODEQA_WEAVIATE_REPLICATION opens the same one.
+    directory = tmp_path / "index"
+    index(on_cluster.nodes[0], repo, directory)
+    settings = replace(
+        settings_for(on_cluster, on_cluster.nodes[0], directory), weaviate_replication=1
+    )
+    with open_index(repo, settings) as opened:
+        dim = opened.manifest.embedder_dim
+    store = WeaviateStore(resolve_target(settings, directory), dim)
+    try:
+        tenant = store.tenant
+        store.delete_paths(["pkg2/mod_2.py"])
+        drift = store.keyword_drift()
+        assert drift
+        store.settle()
+        assert (store.tenant, store.keyword_drift()) == (tenant, drift)
+        assert store.search(*BM25_QUERY)
+    finally:
+        store.close()
+
+
+def test_right_after_a_follower_dies_a_count_and_a_search_answer_within_the_query_timeout(
+    on_cluster, repo, tmp_path
+):
+    # The first count (an aggregate) after a node's death was held by its node until the
+    # client's deadline and failed a `search` (counting chunks failed: Deadline Exceeded);
+    # searches and fetches were answered at once, and so was the next count.
+    directory = tmp_path / "index"
+    index(on_cluster.nodes[0], repo, directory)
+    leader = on_cluster.leader()
+    via = next(node for node in on_cluster.nodes if node is not leader)
+    follower = next(node for node in on_cluster.nodes if node not in (leader, via))
+    settings = settings_for(on_cluster, via, directory)
+    with open_index(repo, settings) as opened:
+        dim, chunks = opened.manifest.embedder_dim, opened.chunk_count
+    store = WeaviateStore(
+        resolve_target(settings, directory), dim, WeaviateTuning(timeouts=SHORT_TIMEOUTS)
+    )
+    try:
+        before = [hit.chunk.chunk_id for hit in store.search(*BM25_QUERY)]
+        on_cluster.kill(follower)
+        try:
+            assert store.count() == chunks
+            assert [hit.chunk.chunk_id for hit in store.search(*BM25_QUERY)] == before
+        finally:
+            on_cluster.start_node(follower)
+    finally:
+        store.close()
+    on_cluster.wait_all_joined()
 
 
 def test_a_write_under_way_when_the_leader_dies_is_sent_again_once_a_new_one_is_elected(

@@ -100,6 +100,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixe
 if TYPE_CHECKING:  # importing weaviate costs ~3 s; it is deferred to the first open
     from weaviate import WeaviateClient
     from weaviate.collections import Collection
+    from weaviate.collections.classes.filters import _Filters
 
 MARKER_NAME = "weaviate.json"
 
@@ -186,6 +187,8 @@ class WeaviateTuning:
     # Tries at a write request that timed out, a leader awaited before each next one
     # (`_retrying_writes`): one for the leader's death, and room for a second.
     write_attempts: int = 3
+    # Tries at a count on a server, each cut short after `timeouts.server_count` (`count`).
+    count_attempts: int = 3
     # How long connecting, querying and writing may take (weaviate_server.py).
     timeouts: ServerTimeouts = ServerTimeouts()
 
@@ -317,7 +320,10 @@ class WeaviateStore:
         # The client's batch context keeps per-collection state: one writer at a time.
         self._write_lock = threading.Lock()
         self._client: WeaviateClient | None = None
+        self._counting: WeaviateClient | None = None  # a server's, made by `_counted`
+        self._counting_lock = threading.Lock()
         self._said_electing = False
+        self._copies = 1  # the collection's replication factor, read when opening it
         try:
             # Before connecting: a mismatch fails fast.
             self._marked_tenant = _check_marker(target, dim)
@@ -393,6 +399,9 @@ class WeaviateStore:
 
     def close(self) -> None:
         client, self._client = self._client, None
+        counting, self._counting = self._counting, None
+        if counting is not None:
+            counting.close()
         if client is None:
             return
         if self.target.server is None:
@@ -515,7 +524,12 @@ class WeaviateStore:
         return [row["chunk_id"] for row in rows if not row.get("has_vector")]
 
     def count_missing_vectors(self) -> int:
-        return len(self.ids_missing_vectors())  # a chunk's has_vector is known only per row
+        from weaviate.classes.query import Filter
+
+        # Counted by the server, not walked: a status or a search's note read every object.
+        return self._count(
+            "counting chunks without vectors", Filter.by_property("has_vector").equal(False)
+        )
 
     def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         return [_chunk(row) for row in self._fetch_by_chunk_ids(chunk_ids)]
@@ -538,10 +552,12 @@ class WeaviateStore:
         """
         if self.keyword_drift() == 0:
             return
-        if self.target.replication_factor > 1:
-            # Not on a cluster: on the 3-node test cluster a settled tenant answered every
-            # search through the node that had been restarted with nothing (its count was
-            # right). Its drift stays counted and shown until that is understood.
+        if self._copies > 1:
+            # Not on a replicated collection, whatever this run's replication setting says
+            # (it only applies to a new collection): on the 3-node test cluster a settled
+            # tenant answered every search through the node that had been restarted with
+            # nothing (its count was right). Its drift stays counted and shown until that
+            # is understood.
             return
         from weaviate.classes.tenants import Tenant
 
@@ -625,9 +641,38 @@ class WeaviateStore:
         return None
 
     def count(self) -> int:
-        with self._errors("counting chunks"):
-            total = self._collection.aggregate.over_all(total_count=True).total_count
+        """The tenant's objects. On a server, each try is cut short after `server_count`
+        seconds and made again: right after a cluster node's death the first count waited
+        out the client's 60 s deadline (and failed a search), where a second is answered."""
+        return self._count("counting chunks", None)
+
+    def _count(self, action: str, filters: _Filters | None) -> int:
+        retrying = Retrying(
+            retry=retry_if_exception(lambda error: _cut_short(str(error))),
+            stop=stop_after_attempt(self.tuning.count_attempts),
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt, self._errors(action):
+                aggregate = self._counted().aggregate
+                total = aggregate.over_all(filters=filters, total_count=True).total_count
         return int(total or 0)
+
+    def _counted(self) -> Collection:
+        """The tenant, for counting: on a server, through a client of its own whose queries
+        time out after `server_count` seconds (the weaviate client has no per-call timeout)."""
+        if self.target.server is None:
+            return self._collection
+        from weaviate.classes.config import ConsistencyLevel
+
+        with self._counting_lock:
+            if self._counting is None:
+                timeouts = self.tuning.timeouts
+                counting = replace(timeouts, query=timeouts.server_count)
+                self._counting = connect(self.target, counting)
+            collection = self._counting.collections.use(self.collection_name)
+        level = ConsistencyLevel(CONSISTENCY_LEVEL)
+        return collection.with_consistency_level(level).with_tenant(self.tenant)
 
     # ---- search legs --------------------------------------------------------------------
 
@@ -864,7 +909,7 @@ class WeaviateStore:
                         before_create=self._await_leader,
                     )
                     collection = client.collections.use(name)
-                    _check_owned(collection, self.target, name, self.dim)
+                    self._copies = _check_owned(collection, self.target, name, self.dim)
                     self.tenant, created = _open_tenant(
                         collection, self.target, self._marked_tenant, self._await_leader
                     )
@@ -1227,9 +1272,11 @@ def _description(dim: int) -> str:
 
 def _check_owned(
     collection: Collection, target: WeaviateTarget, name: str, dim: int | None = None
-) -> None:
-    """Refuse collections codeqa did not create, and ones holding vectors of another size."""
-    description = collection.config.get(simple=True).description or ""
+) -> int:
+    """Refuse collections codeqa did not create, and ones holding vectors of another size;
+    how many copies of each object the collection keeps (its replication factor)."""
+    config = collection.config.get()
+    description = config.description or ""
     if not description.startswith(DESCRIPTION_PREFIX):
         raise StoreUnavailable(
             f"collection {name} on {target.where} was not created by codeqa; "
@@ -1241,6 +1288,7 @@ def _check_owned(
             f"({description}); codeqa needs {_description(dim)}; name another collection "
             f"with {COLLECTION_ENV}, or rebuild with `codeqa index --rebuild`"
         )
+    return config.replication_config.factor
 
 
 def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
