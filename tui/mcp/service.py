@@ -33,8 +33,6 @@ from codeqa.retrieval.status import IndexStatus, build_step, first_build_status
 from codeqa.tui.graph_text import (
     DEFAULT_GRAPH_LIMIT,
     definition_line,
-    impact_rows,
-    limited_impact,
     reference_line,
 )
 from codeqa.tui.settings import Settings
@@ -380,8 +378,7 @@ class IndexService:
         with self._borrow() as index:
             graph = index.graph
             if relation == "impact":
-                impact = graph.impact(symbol, depth)
-                return _bounded_impact(relation, impact, limit)
+                return _bounded_impact(relation, graph.impact(symbol, depth, limit))
             definitions = graph.definitions(symbol)
             listed = None
             if relation == "callees":
@@ -474,11 +471,9 @@ def _warn(event: LiveEvent) -> None:
         print(one_line(f"codeqa: warning: vector fill stopped: {event.error}"), file=sys.stderr)
 
 
-def _bounded_impact(relation: str, impact: Impact, limit: int) -> GraphResult:
-    """The impact's first `limit` rows (0: all), with as many callers as fit the output
-    budget (paths are short)."""
-    rows = impact_rows(impact)
-    impact = limited_impact(impact, limit)
+def _bounded_impact(relation: str, impact: Impact) -> GraphResult:
+    """A limited impact (Graph.impact) with as many callers as fit the output budget
+    (paths are short)."""
     used = sum(len(path) + 12 for path in impact.importers + impact.tests)
     callers: list[Definition] = []
     for caller in impact.callers:
@@ -487,7 +482,16 @@ def _bounded_impact(relation: str, impact: Impact, limit: int) -> GraphResult:
             break
         callers.append(caller)
     bounded = replace(impact, callers=tuple(callers))
-    return GraphResult(relation, list(impact.targets), [], bounded, rows - impact_rows(bounded))
+    left_out = impact.left_out + len(impact.callers) - len(callers)
+    return GraphResult(
+        relation,
+        list(impact.targets),
+        [],
+        bounded,
+        left_out,
+        exact=impact.exact,
+        unexamined=impact.unexamined,
+    )
 
 
 def _search_result(
