@@ -341,16 +341,8 @@ class Graph:
             frontier = found
         callers = sorted(calls, key=lambda d: (d.path, d.start_line))
         if unexamined:  # the rows are callers alone, and the rest was counted in part
-            return Impact(
-                tuple(starts),
-                tuple(callers[:limit]),
-                (),
-                (),
-                calls,
-                left_out=len(callers) - limit,
-                exact=False,
-                unexamined=unexamined,
-            )
+            counted = Impact(tuple(starts), tuple(callers), (), (), calls)
+            return replace(_first_rows(counted, limit, exact=False), unexamined=unexamined)
         if limit and len(callers) >= limit and budget is None:
             budget = REST_COUNT_BUDGET  # the callers ended on the last row: count the rest
         imports: dict[str, str] = {}  # importer -> the file it imports
@@ -359,10 +351,10 @@ class Graph:
         for _ in range(depth):
             maybe = self._imports_maybe_naming(frontier_paths)
             if budget is not None:
-                if len(maybe) > budget:  # more imports to resolve than the count may
+                if len(maybe[0]) > budget:  # more imports to resolve than the count may
                     exact = False
                     break
-                budget -= len(maybe)
+                budget -= len(maybe[0])
             reached_now = {
                 importer: imported
                 for importer, imported in self._importers_among(maybe).items()
@@ -420,9 +412,11 @@ class Graph:
         """
         return self._importers_among(self._imports_maybe_naming(paths))
 
-    def _imports_maybe_naming(self, paths: Iterable[str]) -> list[tuple[Import, set[str]]]:
-        """The imports that may name one of `paths`, each with those it may name, unresolved
-        (a limited impact counts them before it resolves them)."""
+    def _imports_maybe_naming(
+        self, paths: Iterable[str]
+    ) -> tuple[list[Import], dict[str, set[str]]]:
+        """The imports that may name one of `paths`, unresolved (a limited impact counts them
+        before it resolves them), and `paths` by the keys such an import is written with."""
         # An import may name a file by its stem (`a.b`, `./b`) or by its folder (`from a
         # import b`): the imports fetched for a path are those whose leaf or name is one.
         paths_by_key: dict[str, set[str]] = {}
@@ -430,21 +424,19 @@ class Graph:
             folder, name = posixpath.split(path)
             for key in {name.split(".", 1)[0], posixpath.basename(folder)} - {""}:
                 paths_by_key.setdefault(key, set()).add(path)
-        found: list[tuple[Import, set[str]]] = []
-        for imported in self._store.imports_naming(paths_by_key):
+        return self._store.imports_naming(paths_by_key), paths_by_key
+
+    def _importers_among(self, maybe: tuple[list[Import], dict[str, set[str]]]) -> dict[str, str]:
+        """Of `_imports_maybe_naming`'s imports, the files whose import resolves to one of
+        the paths, each with the first such path."""
+        imports, paths_by_key = maybe
+        found: dict[str, str] = {}
+        for imported in imports:
+            if imported.path in found:
+                continue
             leaf, name = module_leaf(imported.module), imported.name or ""
             candidates = paths_by_key.get(leaf, set()) | paths_by_key.get(name, set())
             candidates.discard(imported.path)  # a file importing itself is no importer of it
-            found.append((imported, candidates))
-        return found
-
-    def _importers_among(self, imports: list[tuple[Import, set[str]]]) -> dict[str, str]:
-        """Of `_imports_maybe_naming`'s imports, the files whose import resolves to one of the
-        paths it may name, each with the first such path."""
-        found: dict[str, str] = {}
-        for imported, candidates in imports:
-            if imported.path in found:
-                continue
             files = candidates & self._imported_files(imported) if candidates else set()
             if files:
                 found[imported.path] = min(files)
