@@ -125,8 +125,9 @@ class GraphResult:
     # Calls by the symbol's name that resolve to no definition: left out of "callers",
     # listed by "references".
     unresolved: int = 0
-    # False: a limited listing resolved only some calls (Graph.listing), and `left_out` and
-    # `unresolved` are lower bounds; `unexamined` calls by the name were not resolved.
+    # False: a limited listing or impact resolved only some calls (Graph.listing,
+    # Graph.impact), and `left_out` and `unresolved` are lower bounds; `unexamined` calls
+    # were not resolved.
     exact: bool = True
     unexamined: int = 0
 
