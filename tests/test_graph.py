@@ -930,6 +930,13 @@ def test_a_limited_impact_resolves_the_last_hop_only_until_its_rows_are_known_an
     assert resolutions == 21 + 4 + 10  # not 221
     assert (five.left_out, five.exact, five.unexamined) == (21 + 14 - 5, False, 200 - 14)
 
+    # A budget past the last hop's calls counts importers too, while it lasts (10 a call).
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 196 + 3 + 1)
+    five, _ = impact(5)
+    assert impact_lines(five) == rows[:5]
+    # Every caller, the first hop of importers (21 imports: 3 calls' worth) and the test.
+    assert (five.left_out, five.exact) == (221 - 5 + 21 + 1, False)
+
     monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 1000)  # the rest within budget
     for limit in (1, 5, 50, 221, 222, 300, 442, 443, 444):
         shown, _ = impact(limit)
