@@ -22,7 +22,7 @@ from codeqa.retrieval.graph import (
     refresh_graph,
 )
 from codeqa.retrieval.graph.extract import extract
-from codeqa.retrieval.graph.records import Base, Import
+from codeqa.retrieval.graph.records import Base, Impact, Import
 from codeqa.retrieval.records import SourceFile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "graph"
@@ -864,3 +864,93 @@ def test_a_limited_listing_resolves_its_rows_and_a_budget_more_and_calls_its_cou
     assert main(["callers", "shared", *where, "--limit", "2", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert (printed["left_out"], printed["left_out_exact"]) == (10, False)
+
+
+def _repo_of_two_hops(tmp_path: Path, modules: int, users: int) -> Path:
+    """`core.py`'s `shared`, called by `modules` features (mod003_a.py's `feature3`), each
+    called by `users` files of its own (mod003_b0.py …), which print among the features; a
+    test of `shared` last."""
+    repo = tmp_path / "repo"
+    repo.mkdir(parents=True)
+    (repo / "core.py").write_text("def shared():\n    return 1\n")
+    for i in range(modules):
+        (repo / f"mod{i:03}_a.py").write_text(
+            f"from core import shared\n\n\ndef feature{i}():\n    return shared()\n"
+        )
+        for j in range(users):
+            (repo / f"mod{i:03}_b{j}.py").write_text(
+                f"from mod{i:03}_a import feature{i}\n\n\ndef use{j}():\n    return feature{i}()\n"
+            )
+    (repo / "test_core.py").write_text(
+        "from core import shared\n\n\ndef test_shared():\n    assert shared() == 1\n"
+    )
+    return repo
+
+
+def test_a_limited_impact_resolves_the_last_hop_only_until_its_rows_are_known_and_a_budget_more(
+    tmp_path, monkeypatch, capsys
+):
+    """`impact --limit N` prints the whole impact's first N rows, but its last hop (callers'
+    callers here) is resolved in the order the rows print, only until N rows are known, then
+    REST_COUNT_BUDGET more calls to count the rest: the count then says "at least"."""
+    from codeqa.retrieval.graph import graph as graph_module
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli import main
+    from codeqa.tui.graph_text import impact_lines
+
+    repo = _repo_of_two_hops(tmp_path, 20, 10)
+    (tmp_path / "index").mkdir()
+    _build(repo, tmp_path / "index").close()
+
+    def impact(limit: int) -> tuple[Impact, int]:
+        graph = Graph(GraphStore(tmp_path / "index" / GRAPH_NAME))  # nothing resolved yet
+        resolved = []
+        resolve = graph._resolve
+        monkeypatch.setattr(graph, "_resolve", lambda call: resolved.append(call) or resolve(call))
+        try:
+            return graph.impact("shared", 2, limit), len(resolved)
+        finally:
+            graph.close()
+
+    whole, every_call = impact(0)
+    rows = impact_lines(whole)
+    # 21 callers of `shared`, 200 of theirs; 221 importers (the 21 files, then theirs); a test.
+    assert (len(whole.callers), len(whole.importers), whole.tests) == (221, 221, ("test_core.py",))
+    assert every_call == 21 + 200
+    assert rows[:3] == [
+        "mod000_a.py:4-5  feature0  (function)  [calls shared]",
+        "mod000_b0.py:4-5  use0  (function)  [calls feature0]",
+        "mod000_b1.py:4-5  use1  (function)  [calls feature0]",
+    ]
+
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 10)
+    five, resolutions = impact(5)
+    assert impact_lines(five) == rows[:5]
+    # The first hop whole (21), the last hop up to the fifth row's file (4), then 10 more.
+    assert resolutions == 21 + 4 + 10  # not 221
+    assert (five.left_out, five.exact, five.unexamined) == (21 + 14 - 5, False, 200 - 14)
+
+    # A budget past the last hop's calls counts importers too, while it lasts (10 a call).
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 196 + 3 + 1)
+    five, _ = impact(5)
+    assert impact_lines(five) == rows[:5]
+    # Every caller, the first hop of importers (21 imports: 3 calls' worth) and the test.
+    assert (five.left_out, five.exact) == (221 - 5 + 21 + 1, False)
+
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 1000)  # the rest within budget
+    for limit in (1, 5, 50, 221, 222, 300, 442, 443, 444):
+        shown, _ = impact(limit)
+        assert impact_lines(shown) == rows[:limit]
+        assert (shown.left_out, shown.exact) == (max(0, len(rows) - limit), True)
+
+    monkeypatch.setattr(graph_module, "REST_COUNT_BUDGET", 10)
+    build_index(repo, IndexSettings(index_dir=tmp_path / "cli"), embed=False)
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "cli")]
+    capsys.readouterr()
+    assert main(["impact", "shared", *where, "--limit", "2"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [*rows[:2], "… and at least 30 more; --limit 0 for all"]
+    assert main(["impact", "shared", *where, "--limit", "2", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert len(found["callers"]) == 2
+    assert (found["left_out"], found["left_out_exact"]) == (30, False)

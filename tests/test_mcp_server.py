@@ -198,6 +198,12 @@ def test_find_symbol_ask_and_status_describe_the_index(small_repo, index_dir):
     drive(small_repo, index_dir, script)
 
 
+def impact_lines_of(found: dict) -> list[str]:
+    """An impact's rows as the tool returns them: callers, importers, tests."""
+    callers = [f"{c['path']}:{c['start_line']} {c['symbol']}" for c in found["callers"]]
+    return callers + found["importers"] + found["tests"]
+
+
 def test_references_follow_the_code_graph_and_refuse_what_it_cannot_answer(small_repo, index_dir):
     async def script(session: ClientSession) -> None:
         found = await call(session, "references", symbol="_make_iterencode")
@@ -215,6 +221,16 @@ def test_references_follow_the_code_graph_and_refuse_what_it_cannot_answer(small
         # How each file is reached: through the import of the decoder.
         assert impact.structured_content["imports"]["json/__init__.py"] == "json/decoder.py"
         assert "json/__init__.py  [imports json/decoder.py]" in text_of(impact)
+        # Limited, the impact's first rows and an exact count of the rest (Graph.impact).
+        whole = impact_lines_of(impact.structured_content)
+        one = await call(
+            session, "references", symbol="json/decoder.py", relation="impact", limit=1
+        )
+        assert impact_lines_of(one.structured_content) == whole[:1]
+        assert (one.structured_content["left_out"], one.structured_content["left_out_exact"]) == (
+            len(whole) - 1,
+            True,
+        )
 
         assert "no_such_function" in await refused(session, "references", symbol="no_such_function")
         assert "relation" in await refused(session, "references", symbol="x", relation="friends")

@@ -124,6 +124,7 @@ COMMANDS = [
     ["refs", "py_scanstring"],
     ["callers", "JSONObject", "--json"],
     ["impact", "json/scanner.py"],
+    ["impact", "JSONObject", "--limit", "1", "--json"],
     ["callers", "no_such_function_anywhere"],  # an error: one line, exit 1, both ways
 ]
 

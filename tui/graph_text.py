@@ -7,7 +7,6 @@ Lines read `path:start-end  symbol  (kind)`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from codeqa.retrieval.records import one_line
@@ -59,18 +58,20 @@ def references_lines(
 def left_out_line(left_out: int, listing: str, *, exact: bool = True, unexamined: int = 0) -> str:
     """The line saying how many rows a limit left out, and how to see them (`listing`).
 
-    Not `exact` (a limited callers or refs listing that left `unexamined` calls unresolved):
-    `left_out` is a lower bound, or, when 0, there may be more."""
+    Not `exact` (a limited listing or impact that left `unexamined` calls, or imports, not
+    resolved): `left_out` is a lower bound, or, when 0, there may be more."""
     if exact:
         return f"… and {left_out:,} more; {listing} for all"
     if left_out:
         return f"… and at least {left_out:,} more; {listing} for all"
-    return f"… and maybe more: {unexamined:,} calls by this name not resolved; {listing} for all"
+    if unexamined:
+        return f"… and maybe more: {unexamined:,} calls not resolved; {listing} for all"
+    return f"… and maybe more; {listing} for all"
 
 
-def listing_counts_to_json(listed: Listing) -> dict[str, object]:
-    """The counts of a limited listing, beside its rows in JSON: `left_out` is a lower
-    bound unless `left_out_exact`."""
+def listing_counts_to_json(listed: Listing | Impact) -> dict[str, object]:
+    """The counts of a limited listing or impact, beside its rows in JSON: `left_out` is a
+    lower bound unless `left_out_exact`."""
     return {
         "left_out": listed.left_out,
         "left_out_exact": listed.exact,
@@ -109,21 +110,6 @@ def _called(impact: Impact, caller: Definition) -> str:
 
 def _imported(impact: Impact, importer: str) -> str:
     return impact.imports.get(importer, "?")
-
-
-def impact_rows(impact: Impact) -> int:
-    """How many rows `impact_lines` prints."""
-    return len(impact.callers) + len(impact.importers) + len(impact.tests)
-
-
-def limited_impact(impact: Impact, limit: int) -> Impact:
-    """`impact` with its first `limit` rows (callers, then importers, then tests); 0: all."""
-    if not limit:
-        return impact
-    callers = impact.callers[:limit]
-    importers = impact.importers[: max(0, limit - len(callers))]
-    tests = impact.tests[: max(0, limit - len(callers) - len(importers))]
-    return replace(impact, callers=callers, importers=importers, tests=tests)
 
 
 def definition_to_json(definition: Definition) -> dict[str, object]:

@@ -14,6 +14,7 @@ candidate definitions is reported with all of them, marked ambiguous; nothing is
 
 from __future__ import annotations
 
+import bisect
 import functools
 import posixpath
 import threading
@@ -50,6 +51,9 @@ MAX_HOPS = 4
 # left out: ~0.2 ms a call on the monorepo (`callers StringVal`, 6,475 calls: ~1.2 s), so at
 # most ~0.2 s more. Past it the count is a lower bound, and says so.
 REST_COUNT_BUDGET = 1000
+# What one call of that budget buys in imports a limited impact resolves to count its
+# importers: ~8-16 µs an import (django, the monorepo) against ~80-200 µs a call.
+IMPORTS_PER_CALL = 10
 # A limited listing reads its calls' files this many calls at a time (one round of queries).
 _RESOLVE_BATCH = 256
 
@@ -279,8 +283,18 @@ class Graph:
         return found
 
     @_serialized
-    def impact(self, target: str, depth: int = DEFAULT_IMPACT_DEPTH) -> Impact:
-        """What may break when `target` (a file path or a symbol) changes, `depth` hops out."""
+    def impact(self, target: str, depth: int = DEFAULT_IMPACT_DEPTH, limit: int = 0) -> Impact:
+        """What may break when `target` (a file path or a symbol) changes, `depth` hops out:
+        its first `limit` rows (0: all; callers by path and line, then importers, then tests),
+        and how many more there are.
+
+        The hops before the last are walked whole (each needs the one before it entire). The
+        last hop's calls are resolved in the order their callers print, only until `limit`
+        rows are known, then REST_COUNT_BUDGET more to count the rest, and importers are read
+        only when the rows or that budget reach them: a limited impact of a name called from
+        everywhere costs what its rows cost, not its callers' callers' whole closure. The rows
+        are those the whole impact starts with; a count that stopped short is a floor.
+        """
         self._forget_if_changed()
         languages = self._file_languages()
         if target in languages:
@@ -294,37 +308,74 @@ class Graph:
         seen = set(starts)
         calls: dict[Definition, Definition] = {}  # caller -> the definition it calls
         frontier = starts
-        for _ in range(depth):
+        budget: int | None = None  # work left to count the rest, once the rows are known
+        unexamined = 0
+        for hop in range(depth):
+            last = bool(limit) and hop == depth - 1
             found: list[Definition] = []
             nearer = set(frontier)
-            for reference in self._calls_into(frontier, include_unresolved=False)[0]:
-                caller = reference.context
+            pending = self._calls_to(frontier)
+            # Callers nearer than the last hop, by path: with the last hop's so far, how many
+            # rows print up to a path.
+            nearer_paths = sorted(c.path for c in calls) if last else []
+            batch = _RESOLVE_BATCH if last else len(pending)
+            for examined, call in enumerate(pending):
+                if last and budget is None and examined and call.path != pending[examined - 1].path:
+                    # Every caller up to the path just finished is known.
+                    before = pending[examined - 1].path
+                    if bisect.bisect_right(nearer_paths, before) + len(found) >= limit:
+                        budget = REST_COUNT_BUDGET
+                if budget is not None:
+                    if budget <= 0:
+                        unexamined = len(pending) - examined
+                        break
+                    budget -= 1
+                self._read_ahead(pending, examined, batch)
+                reached = self.resolve(call)
+                if not nearer & set(reached):
+                    continue
+                caller = self._caller(call)
                 # Callers in the target's own file count too: a file's helpers break with it.
                 if caller is not None and caller not in seen:
                     seen.add(caller)
                     found.append(caller)
-                    called = [t for t in reference.targets if t in nearer]
-                    calls[caller] = (called or list(reference.targets))[0]
+                    called = [t for t in reached if t in nearer]
+                    calls[caller] = called[0]
             frontier = found
+        callers = sorted(calls, key=lambda d: (d.path, d.start_line))
+        if unexamined:  # the rows are callers alone, and the rest was counted in part
+            counted = Impact(tuple(starts), tuple(callers), (), (), calls)
+            return replace(_first_rows(counted, limit, exact=False), unexamined=unexamined)
+        if limit and len(callers) >= limit and budget is None:
+            budget = REST_COUNT_BUDGET  # the callers ended on the last row: count the rest
         imports: dict[str, str] = {}  # importer -> the file it imports
         frontier_paths = set(paths)
+        exact = True
         for _ in range(depth):
+            maybe = self._imports_maybe_naming(frontier_paths)
+            if budget is not None:
+                cost = -(-len(maybe[0]) // IMPORTS_PER_CALL)
+                if cost > budget:  # more imports to resolve than the count may
+                    exact = False
+                    break
+                budget -= cost
             reached_now = {
                 importer: imported
-                for importer, imported in self._importers_of(frontier_paths).items()
+                for importer, imported in self._importers_among(maybe).items()
                 if importer not in imports and importer not in paths
             }
             imports |= reached_now
             frontier_paths = set(reached_now)
-        reached = paths | set(imports) | {c.path for c in calls}
-        return Impact(
+        touched = paths | set(imports) | {c.path for c in callers}
+        whole = Impact(
             targets=tuple(starts),
-            callers=tuple(sorted(calls, key=lambda d: (d.path, d.start_line))),
+            callers=tuple(callers),
             importers=tuple(sorted(imports)),
-            tests=tuple(sorted(p for p in reached if self._is_test(p))),
+            tests=tuple(sorted(p for p in touched if self._is_test(p))),
             calls=calls,
             imports=imports,
         )
+        return _first_rows(whole, limit, exact)
 
     @_serialized
     def called_from(self, path: str, start_line: int, end_line: int) -> list[Definition]:
@@ -363,6 +414,13 @@ class Graph:
         One query for all of `paths`, each import resolved once: impact asks this for every
         file one depth reaches (django's `partition`: 80 files, 55 ms asked one at a time).
         """
+        return self._importers_among(self._imports_maybe_naming(paths))
+
+    def _imports_maybe_naming(
+        self, paths: Iterable[str]
+    ) -> tuple[list[Import], dict[str, set[str]]]:
+        """The imports that may name one of `paths`, unresolved (a limited impact counts them
+        before it resolves them), and `paths` by the keys such an import is written with."""
         # An import may name a file by its stem (`a.b`, `./b`) or by its folder (`from a
         # import b`): the imports fetched for a path are those whose leaf or name is one.
         paths_by_key: dict[str, set[str]] = {}
@@ -370,8 +428,14 @@ class Graph:
             folder, name = posixpath.split(path)
             for key in {name.split(".", 1)[0], posixpath.basename(folder)} - {""}:
                 paths_by_key.setdefault(key, set()).add(path)
+        return self._store.imports_naming(paths_by_key), paths_by_key
+
+    def _importers_among(self, maybe: tuple[list[Import], dict[str, set[str]]]) -> dict[str, str]:
+        """Of `_imports_maybe_naming`'s imports, the files whose import resolves to one of
+        the paths, each with the first such path."""
+        imports, paths_by_key = maybe
         found: dict[str, str] = {}
-        for imported in self._store.imports_naming(paths_by_key):
+        for imported in imports:
             if imported.path in found:
                 continue
             leaf, name = module_leaf(imported.module), imported.name or ""
@@ -560,6 +624,20 @@ class Graph:
                 names.add(imported.alias.rsplit(".", 1)[-1])
         return sorted(names)
 
+    def _calls_to(self, targets: list[Definition]) -> list[Call]:
+        """The calls by `targets`' names (any of them may reach one), in (path, line) order."""
+        # Sorted stably: calls on one line keep the store's order (by name, then as written).
+        return sorted(
+            self._store.calls_named(self._spellings(targets)), key=lambda c: (c.path, c.line)
+        )
+
+    def _read_ahead(self, calls: list[Call], index: int, batch: int) -> None:
+        """Before resolving `calls[index]`, read the files of it and the `batch` - 1 calls
+        after it, every `batch` calls: one round of queries for many, and a walk that
+        stops early reads no file past its batch."""
+        if index % batch == 0:
+            self._load_contexts(c.path for c in calls[index : index + batch])
+
     def _calls_into(
         self, targets: list[Definition], *, include_unresolved: bool, limit: int = 0
     ) -> tuple[list[Reference], _Tally]:
@@ -571,11 +649,8 @@ class Graph:
         """
         wanted = set(targets)
         found: list[Reference] = []
-        # Sorted stably: calls on one line keep the store's order (by name, then as written).
-        calls = sorted(
-            self._store.calls_named(self._spellings(targets)), key=lambda c: (c.path, c.line)
-        )
-        batch = _RESOLVE_BATCH if limit else max(1, len(calls))
+        calls = self._calls_to(targets)
+        batch = _RESOLVE_BATCH if limit else len(calls)
         unresolved = examined = 0
         stop_after: int | None = None  # the call past which the rest is only counted so far
         while examined < len(calls):
@@ -584,8 +659,7 @@ class Graph:
                 before = calls[examined - 1]
                 if (call.path, call.line) != (before.path, before.line):
                     break  # never between two calls on one line: the rows shown stay whole
-            if examined % batch == 0:
-                self._load_contexts(c.path for c in calls[examined : examined + batch])
+            self._read_ahead(calls, examined, batch)
             examined += 1
             reached = self.resolve(call)
             unresolved += not reached
@@ -868,6 +942,21 @@ class Graph:
                     continue
                 found.append(path)
         return found
+
+
+def _first_rows(impact: Impact, limit: int, exact: bool) -> Impact:
+    """`impact`'s first `limit` rows (callers, then importers, then tests; 0: all), and how
+    many of its rows are left out (a floor unless `exact`)."""
+    if not limit:
+        return impact
+    callers = impact.callers[:limit]
+    importers = impact.importers[: max(0, limit - len(callers))]
+    tests = impact.tests[: max(0, limit - len(callers) - len(importers))]
+    rows = len(impact.callers) + len(impact.importers) + len(impact.tests)
+    left_out = rows - len(callers) - len(importers) - len(tests)
+    return replace(
+        impact, callers=callers, importers=importers, tests=tests, left_out=left_out, exact=exact
+    )
 
 
 def _js_source_stems(folder: str, target: str) -> list[str]:

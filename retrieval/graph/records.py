@@ -166,6 +166,11 @@ class Impact:
     # importer imports (the target's, or an importer one hop nearer).
     calls: dict[Definition, Definition] = field(default_factory=dict)
     imports: dict[str, str] = field(default_factory=dict)
+    # Past a limit (Graph.impact), the rows after those above, and whether that count is
+    # exact or a floor, as a Listing's are; `unexamined`: calls left unresolved.
+    left_out: int = 0
+    exact: bool = True
+    unexamined: int = 0
 
 
 @dataclass(frozen=True, slots=True)

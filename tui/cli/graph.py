@@ -26,10 +26,8 @@ from codeqa.tui.cli.common import (
 from codeqa.tui.graph_text import (
     DEFAULT_GRAPH_LIMIT,
     impact_lines,
-    impact_rows,
     impact_to_json,
     left_out_line,
-    limited_impact,
     listing_counts_to_json,
     references_lines,
     references_to_json,
@@ -100,16 +98,17 @@ def print_relations(request: GraphRequest, live: LiveIndex, out: TextIO) -> int:
     with live.borrow() as index:
         graph = index.graph
         if request.relation == "impact":
-            impact = graph.impact(request.target, request.depth)
-            shown = limited_impact(impact, limit)
-            left_out = impact_rows(impact) - impact_rows(shown)
+            impact = graph.impact(request.target, request.depth, limit)
             if request.json:
-                found = impact_to_json(request.target, shown) | {"left_out": left_out}
+                found = impact_to_json(request.target, impact) | listing_counts_to_json(impact)
                 print(json.dumps(found), file=out)
                 return 0
-            lines = impact_lines(shown)
-            if left_out:
-                lines.append(left_out_line(left_out, "--limit 0"))
+            lines = impact_lines(impact)
+            if impact.left_out or not impact.exact:
+                more = left_out_line(
+                    impact.left_out, "--limit 0", exact=impact.exact, unexamined=impact.unexamined
+                )
+                lines.append(more)
             print("\n".join(lines), file=out)
             return 0
         definitions = graph.definitions(request.target)

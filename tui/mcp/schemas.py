@@ -115,7 +115,7 @@ class ReferencesOutput(TypedDict):
     left_out_exact: NotRequired[
         Annotated[
             bool,
-            Field(description="false: a limited listing counted only some; left_out is a floor"),
+            Field(description="false: a limited answer counted only some; left_out is a floor"),
         ]
     ]
     unresolved_calls: NotRequired[int]

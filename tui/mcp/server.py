@@ -306,6 +306,7 @@ def _graph_structured(symbol: str, found: GraphResult) -> dict[str, Any]:
         return impact_to_json(symbol, found.impact) | {
             "relation": found.relation,
             "left_out": found.left_out,
+            "left_out_exact": found.exact,
         }
     return references_to_json(symbol, found.definitions, found.references) | {
         "relation": found.relation,

@@ -33,8 +33,6 @@ from codeqa.retrieval.status import IndexStatus, build_step, first_build_status
 from codeqa.tui.graph_text import (
     DEFAULT_GRAPH_LIMIT,
     definition_line,
-    impact_rows,
-    limited_impact,
     reference_line,
 )
 from codeqa.tui.settings import Settings
@@ -127,8 +125,9 @@ class GraphResult:
     # Calls by the symbol's name that resolve to no definition: left out of "callers",
     # listed by "references".
     unresolved: int = 0
-    # False: a limited listing resolved only some calls (Graph.listing), and `left_out` and
-    # `unresolved` are lower bounds; `unexamined` calls by the name were not resolved.
+    # False: a limited listing or impact resolved only some calls (Graph.listing,
+    # Graph.impact), and `left_out` and `unresolved` are lower bounds; `unexamined` calls
+    # were not resolved.
     exact: bool = True
     unexamined: int = 0
 
@@ -380,8 +379,7 @@ class IndexService:
         with self._borrow() as index:
             graph = index.graph
             if relation == "impact":
-                impact = graph.impact(symbol, depth)
-                return _bounded_impact(relation, impact, limit)
+                return _bounded_impact(relation, graph.impact(symbol, depth, limit))
             definitions = graph.definitions(symbol)
             listed = None
             if relation == "callees":
@@ -474,11 +472,9 @@ def _warn(event: LiveEvent) -> None:
         print(one_line(f"codeqa: warning: vector fill stopped: {event.error}"), file=sys.stderr)
 
 
-def _bounded_impact(relation: str, impact: Impact, limit: int) -> GraphResult:
-    """The impact's first `limit` rows (0: all), with as many callers as fit the output
-    budget (paths are short)."""
-    rows = impact_rows(impact)
-    impact = limited_impact(impact, limit)
+def _bounded_impact(relation: str, impact: Impact) -> GraphResult:
+    """A limited impact (Graph.impact) with as many callers as fit the output budget
+    (paths are short)."""
     used = sum(len(path) + 12 for path in impact.importers + impact.tests)
     callers: list[Definition] = []
     for caller in impact.callers:
@@ -487,7 +483,16 @@ def _bounded_impact(relation: str, impact: Impact, limit: int) -> GraphResult:
             break
         callers.append(caller)
     bounded = replace(impact, callers=tuple(callers))
-    return GraphResult(relation, list(impact.targets), [], bounded, rows - impact_rows(bounded))
+    left_out = impact.left_out + len(impact.callers) - len(callers)
+    return GraphResult(
+        relation,
+        list(impact.targets),
+        [],
+        bounded,
+        left_out,
+        exact=impact.exact,
+        unexamined=impact.unexamined,
+    )
 
 
 def _search_result(
