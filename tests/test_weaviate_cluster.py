@@ -376,6 +376,42 @@ def test_with_the_leader_dead_search_answers_from_its_node_and_a_write_waits_for
 BM25_QUERY = ("parser token cache", None, SearchMode.BM25, 10)
 
 
+def test_stores_open_through_two_nodes_share_one_index_its_drift_and_its_settle(
+    on_cluster, repo, tmp_path
+):
+    # Team members (or a `serve` and an `index`) reach one cluster through different nodes.
+    # An open through another node forgot the drift counted (so the next run copied the
+    # whole tenant again), and a store through another node did not follow a settle: its
+    # next search hit the dropped tenant and failed.
+    first, _, third = on_cluster.nodes
+    directory = tmp_path / "index"
+    index(first, repo, directory)
+    with open_index(repo, settings_for(on_cluster, first, directory)) as opened:
+        dim = opened.manifest.embedder_dim
+
+    def through(node: Node) -> WeaviateStore:
+        settings = settings_for(on_cluster, node, directory)
+        return WeaviateStore(resolve_target(settings, directory), dim)
+
+    reader = through(third)  # a `serve`, say
+    writer = through(first)
+    try:
+        assert reader.tenant == writer.tenant
+        writer.delete_paths(["pkg2/mod_2.py"])
+        drift = writer.keyword_drift()
+        assert drift
+        through(third).close()
+        assert writer.keyword_drift() == drift
+        writer.settle()
+        assert writer.keyword_drift() == 0
+        hits = reader.search(*BM25_QUERY)
+        assert reader.tenant == writer.tenant
+        assert hits and all(hit.chunk.path != "pkg2/mod_2.py" for hit in hits)
+    finally:
+        writer.close()
+        reader.close()
+
+
 def test_an_update_is_settled_once_every_node_is_up_and_then_every_node_answers_as_a_clean_build(
     on_cluster, repo, tmp_path
 ):

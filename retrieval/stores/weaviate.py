@@ -853,17 +853,19 @@ class WeaviateStore:
     def _follow_generation(self) -> bool:
         """Switch to the tenant the marker names, if a settle (another store of this index,
         in this process or another) moved the index to a newer generation; whether it did."""
-        marked = _read_marker(self.target)
-        tenant = marked.get("tenant")
+        tenant = _read_marker(self.target).get("tenant")
         if (
-            isinstance(tenant, str)
-            and tenant != self.tenant
-            and marked.get("where") == self.target.where
-            and _is_index_tenant(tenant, self.target)
+            not isinstance(tenant, str)
+            or tenant == self.tenant
+            or not _is_index_tenant(tenant, self.target)
+            # Whatever node or address named it, if this server holds it (a cluster's
+            # nodes share their tenants; a folder copied to a machine with another server
+            # may name one that is not here).
+            or not self._shared.tenants.exists(tenant)
         ):
-            self.tenant, self._collection = tenant, self._shared.with_tenant(tenant)
-            return True
-        return False
+            return False
+        self.tenant, self._collection = tenant, self._shared.with_tenant(tenant)
+        return True
 
     def _fetch(self, where: Any) -> list[dict[str, Any]]:
         with self._errors("reading chunks"):
@@ -1305,8 +1307,10 @@ def _check_owned(
 
 
 def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
-    """Refuse an index of another layout; the tenant it names, for an index folder copied
-    from another machine (a reader sharing a writer's index: docs/weaviate.md, "a team")."""
+    """Refuse an index of another layout; the tenant it names, opened where the server holds
+    it (`_open_tenant`), whatever address named it: a cluster's nodes share their tenants, and
+    an index folder may be copied from another machine (a reader sharing a writer's index:
+    docs/weaviate.md, "a team")."""
     marker = _read_marker(target)
     if marker.get("description") not in (None, _description(dim)):
         raise IndexMismatch(
@@ -1314,8 +1318,7 @@ def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
             f"needs {_description(dim)}; rebuild it with `codeqa index --rebuild`"
         )
     tenant = marker.get("tenant")
-    same_place = marker.get("where") == target.where
-    return tenant if isinstance(tenant, str) and same_place else None
+    return tenant if isinstance(tenant, str) else None
 
 
 # The marker's count of objects replaced or deleted since the tenant was a clean build's.
