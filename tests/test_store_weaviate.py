@@ -51,6 +51,7 @@ from codeqa.retrieval.stores.weaviate_embedded import (
 )
 from codeqa.retrieval.stores.weaviate_server import (
     LOCK_NAME,
+    ServerTimeouts,
     free_loopback_ports,
     parse_server_url,
     repository_label,
@@ -271,7 +272,9 @@ def test_a_refused_connection_is_one_clear_line(tmp_path: Path):
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as caught:
         open_weaviate_store(settings, tmp_path, 4)
-    assert time.monotonic() - started < 15
+    # Refused at once (0.8 s, most of it importing the client), not after the query timeout.
+    # The bound is loose: a machine at load 16 took over 15 s.
+    assert time.monotonic() - started < ServerTimeouts().query / 2
     message = str(caught.value)
     assert "\n" not in message
     assert f"http://127.0.0.1:{port}" in message
