@@ -148,8 +148,8 @@ class RankingTuning:
     # "How does a compact pattern string like "vp:!f/" get turned into options?" had
     # commons-cli's `parsePattern` (30 lines) lift the `getValueType` it calls (21) above
     # itself. A thin wrapper's callee is still lifted. On issue 46's 48 untuned questions
-    # the offline answer's first citation (hybrid) 0.604 -> 0.667 (commons-cli 1, 2, 9), bm25
-    # line@10 0.771 -> 0.792, vector -1 (humantime 6); at 0% vectors JS/TS 77's first
+    # the offline answer's first citation (hybrid) 0.604 -> 0.667 (commons-cli 1, 2, 9),
+    # bm25 +1 -1, vector -1 (humantime 6), search unchanged; at 0% vectors JS/TS 77's first
     # citation 0.727 -> 0.740 (serde_json 4), SWE-QA one won and one lost, every search
     # metric unchanged. Issues keep every lift: with the rule on them too, SWE-bench-loc
     # file@1 0.651 -> 0.632 (requests-3362's `stream_decode_response_unicode`, a 14-line
@@ -512,7 +512,7 @@ def rank_scores(
     the head loses its place to the thin-doc penalty the body takes it. humantime's
     `parse_rfc3339_weak`: "How are fractional seconds like .133 read?" had the head 2nd and
     the body 13th. On issue 46's 48 untuned questions the offline answer's first citation
-    (cited_line@1) +1 in every mode, bm25 line@10 0.750 -> 0.771; at 0% vectors JS/TS 77
+    (cited_line@1) +1 in every mode, bm25 line@10 +1; at 0% vectors JS/TS 77
     file@1 0.896 -> 0.909 (serde_json +1), SWE-QA and SWE-bench-loc unchanged (Python
     documents itself in strings: never thin).
     """
