@@ -79,6 +79,7 @@ from codeqa.retrieval.search.rerank import (
     PathResolver,
     RankingTuning,
     calls_written,
+    does_more_work,
     keyword_query_text,
     rerank,
 )
@@ -348,19 +349,26 @@ class Index:
         except (IndexNotFound, IndexMismatch):
             # No graph, or an unreadable one: rank without it, callers as written.
             return GraphEvidence(calling=calls_written(hits, asked[0]) if asked else frozenset())
-        called: list[Definition] = []
+        called: set[str] = set()
         if tuning.callee_weight:
+            by_id = {hit.chunk.chunk_id: hit.chunk for hit in hits}
             for hit in hits[: tuning.graph_sources]:
                 chunk = hit.chunk
                 found = graph.called_from(chunk.path, chunk.start_line, chunk.end_line)
                 # A class spans all its methods' chunks: a call to it says nothing of them.
                 # A definition overlapping the calling chunk (a nested helper, a sibling in
                 # a merged chunk, a recursive call) would lift the caller itself.
-                called += [
-                    definition
-                    for definition in found
-                    if definition.kind != KIND_CLASS and not _overlaps(definition, chunk)
-                ]
+                held = _holding(
+                    hits,
+                    [d for d in found if d.kind != KIND_CLASS and not _overlaps(d, chunk)],
+                )
+                # Asked how something works, a callee doing less work than its caller is a
+                # detail of the caller, which is the answer (RankingTuning.callee_weight).
+                called |= {
+                    callee
+                    for callee in held
+                    if analysis.reports_an_issue or does_more_work(by_id[callee], chunk)
+                }
         defining: list[Definition] = []
         if tuning.definition_weight and 0 < len(symbols) <= tuning.definition_max_symbols:
             defining = [d for symbol in symbols for d in graph.definitions(symbol)]
@@ -372,7 +380,7 @@ class Index:
             except UnknownSymbol:
                 # A language the graph does not read (C, Kotlin): the calls as written.
                 calling = calls_written(hits, asked[0])
-        return GraphEvidence(_holding(hits, called), _holding(hits, defining), calling)
+        return GraphEvidence(frozenset(called), _holding(hits, defining), calling)
 
     @property
     def path_resolver(self) -> PathResolver:

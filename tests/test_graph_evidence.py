@@ -56,6 +56,46 @@ int search_all(Automaton* automaton, const char* text, int length) {
 """
 
 
+PATTERN_PY = '''TYPES = {"@": object, ":": str, "%": int}
+
+
+def parse_pattern(pattern):
+    """Options from a compact pattern string like "vp:!f/"."""
+    options = []
+    required = False
+    for letter in pattern:
+        if letter == "!":
+            required = True
+            continue
+        kind = value_type(letter)
+        if kind is not None:
+            options[-1] = (options[-1][0], kind, options[-1][2])
+            continue
+        options.append((letter, None, required))
+        required = False
+    return options
+
+
+def value_type(letter):
+    """The type a letter gives the option before it."""
+    if letter not in TYPES:
+        return None
+    return TYPES[letter]
+
+
+def parse(pattern):
+    """Options from a compact pattern string."""
+    if not pattern:
+        return []
+    return parse_pattern(pattern)
+''' + "".join(  # past a whole-file chunk's 100 lines: one chunk per definition
+    f"\n\ndef unrelated_{n}(value):\n"
+    + "".join(f"    value += {i}\n" for i in range(8))
+    + "    return value\n"
+    for n in range(10)
+)
+
+
 def _index(tmp_path: Path, files: dict[str, str]):
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -87,3 +127,24 @@ def test_asked_what_calls_a_c_function_its_call_sites_are_read_from_the_text(tmp
         assert calling == {"search.c"}  # not the definition, nor the header's prototype
         ranked = index.search("What calls trie_next?", SearchMode.BM25, 3)
         assert ranked[0].chunk.path == "search.c"
+
+
+def test_asked_how_code_works_a_callee_doing_less_work_than_its_caller_is_not_lifted(tmp_path):
+    with _index(tmp_path, {"pattern.py": PATTERN_PY}) as index:
+
+        def lifted(question: str) -> set[str]:
+            found = index.candidates(question, SearchMode.BM25, 10)
+            assert found is not None
+            sources = {hit.chunk.symbol for hit in found.hits[:2]}
+            assert sources == {"parse_pattern", "parse"}
+            return {
+                h.chunk.symbol or "" for h in found.hits if h.chunk.chunk_id in found.graph.called
+            }
+
+        # The thin wrapper's callee does the work: lifted. The helper the working function
+        # calls (`value_type`, one line) is a detail of it, and would outrank it.
+        question = "How is a compact pattern string turned into options?"
+        assert lifted(question) == {"parse_pattern"}
+        # An issue report's failure is often in such a helper: every callee is lifted.
+        issue = question + "\n\n`parse('vp:!f/')` gives no type for the option p."
+        assert lifted(issue) == {"parse_pattern", "value_type"}

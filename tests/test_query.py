@@ -287,6 +287,53 @@ def test_thin_documented_code_is_told_by_its_comment_outweighing_its_working_lin
     assert not thin("// Options\n// of\n// the\n// parser\n", "markdown")
 
 
+WEAK_HEAD = """/// Parse RFC3339-like timestamp `2018-02-14 00:28:07`
+///
+/// Supported features:
+///
+/// 1. Any precision of fractional digits `2018-02-14 00:28:07.133`.
+/// 2. Supports timestamp with or without either of `T` or `Z`
+pub fn parse_rfc3339_weak(s: &str) -> Result<SystemTime, Error> {
+    let b = s.as_bytes();
+"""
+WEAK_BODY = """    let mut nanos = 0;
+    if b.len() > 19 && b[19] == b'.' {
+        let mut scale = 100_000_000;
+        for c in &b[20..] {
+            nanos += (*c - b'0') as u32 * scale;
+            scale /= 10;
+        }
+    }
+    Ok(UNIX_EPOCH + Duration::new(seconds, nanos))
+}
+"""
+
+
+def test_a_doc_comment_cut_from_its_function_hands_its_place_to_the_functions_body():
+    def piece(start: int, end: int, text: str, signature: str | None = None) -> Chunk:
+        symbol = "parse_rfc3339_weak"
+        return Chunk(
+            "src/date.rs", start, end, "rust", ChunkKind.DECLARATION, symbol, signature, text, ""
+        )
+
+    signature = "pub fn parse_rfc3339_weak(s: &str) -> Result<SystemTime, Error>"
+    head, body = piece(96, 124, WEAK_HEAD, signature), piece(126, 190, WEAK_BODY, signature)
+    other = chunk("src/date.rs", 79, "parse_rfc3339", "rust", "pub fn parse_rfc3339() {}\n")
+    hits = [SearchHit(head, 1.0), SearchHit(other, 0.9)]
+    hits += [SearchHit(chunk("src/lib.rs", 10 * i, f"f{i}", "rust"), 0.5) for i in range(1, 12)]
+    question = analyze_query("How are fractional seconds like .133 read from a timestamp?")
+    ranked = rerank(hits + [SearchHit(body, 0.1)], question, {}, RankingTuning(), limit=2)
+    # The head, thin documented code, loses its first place; its body, 14th, takes it.
+    assert [(h.chunk.start_line, h.chunk.symbol) for h in ranked] == [
+        (126, "parse_rfc3339_weak"),
+        (79, "parse_rfc3339"),
+    ]
+    # An overload (another signature) right below is another definition: it keeps its place.
+    overload = piece(126, 190, WEAK_BODY, "pub fn parse_rfc3339_weak(s: &[u8])")
+    ranked = rerank(hits + [SearchHit(overload, 0.1)], question, {}, RankingTuning(), limit=3)
+    assert 126 not in [h.chunk.start_line for h in ranked]
+
+
 def test_headers_and_stubs_rank_below_the_code_they_declare_unless_types_are_asked():
     header = "/* Trie node declarations */\ntypedef struct TrieNode {\n    TrieNode* fail;\n} T;\n"
     hits = [

@@ -154,6 +154,13 @@ class QueryAnalysis:
         return frozenset(names - _NOT_SYMBOLS)
 
     @property
+    def reports_an_issue(self) -> bool:
+        """Whether the text is an issue report (a title over its body: several lines) rather
+        than a question (one line): its answer is often where a failure lies, not the code
+        that does what it names."""
+        return "\n" in self.text.strip()
+
+    @property
     def callers_asked(self) -> tuple[str, ...]:
         """The symbols, written as code, whose callers the question asks for ("What calls
         nextMajor?"): its answer is their call sites, not their definitions."""
