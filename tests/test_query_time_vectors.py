@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,9 +17,20 @@ from codeqa.retrieval.index import open_index
 from codeqa.retrieval.indexing import build_index, check_index
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchMode
 from codeqa.retrieval.stores.lancedb import LanceStore
-from codeqa.retrieval.stores.protocol import QueryTimeVectors
+from codeqa.retrieval.stores.protocol import QueryTimeVectors, Store
+from weaviate_backend import open_weaviate_for_test
 
 DIM = 8
+
+
+@pytest.fixture(
+    params=["lancedb", pytest.param("weaviate", marks=pytest.mark.slow)],
+)
+def open_store(request: pytest.FixtureRequest) -> Callable[[Path, int], Store]:
+    """Either store: both rank keyword candidates without a vector the same way."""
+    if request.param == "weaviate":
+        return open_weaviate_for_test
+    return LanceStore
 
 
 def _chunks(count: int) -> list[Chunk]:
@@ -43,12 +55,12 @@ def _vectors(count: int) -> np.ndarray:
     return np.random.default_rng(7).standard_normal((count, DIM)).astype(np.float32)
 
 
-def test_query_time_vectors_rank_as_stored_vectors_do(tmp_path: Path) -> None:
+def test_query_time_vectors_rank_as_stored_vectors_do(open_store, tmp_path: Path) -> None:
     chunks, vectors = _chunks(30), _vectors(30)
     by_id = {chunk.chunk_id: vector for chunk, vector in zip(chunks, vectors, strict=True)}
-    filled = LanceStore(tmp_path / "filled", DIM)
+    filled = open_store(tmp_path / "filled", DIM)
     filled.upsert(chunks, vectors)
-    empty = LanceStore(tmp_path / "empty", DIM)
+    empty = open_store(tmp_path / "empty", DIM)
     empty.upsert(chunks, None)  # the state of a first answer: no vector stored yet
     query = np.random.default_rng(11).standard_normal(DIM).astype(np.float32)
     embedded: list[int] = []
@@ -73,9 +85,9 @@ def test_query_time_vectors_rank_as_stored_vectors_do(tmp_path: Path) -> None:
     assert ranked(keyword_only) != ranked(expected)  # without them the vector leg is empty
 
 
-def test_query_time_vectors_embed_at_most_the_bound(tmp_path: Path) -> None:
+def test_query_time_vectors_embed_at_most_the_bound(open_store, tmp_path: Path) -> None:
     chunks, vectors = _chunks(30), _vectors(30)
-    store = LanceStore(tmp_path / "store", DIM)
+    store = open_store(tmp_path / "store", DIM)
     store.upsert(chunks[:10], vectors[:10])  # a third filled: those need no embedding
     store.upsert(chunks[10:], None)
     asked: list[list[str]] = []
@@ -96,12 +108,12 @@ def test_query_time_vectors_embed_at_most_the_bound(tmp_path: Path) -> None:
     assert not set(asked[0]) & {chunk.chunk_id for chunk in chunks[:10]}
 
 
-def test_query_time_vectors_reach_below_the_fused_keyword_leg(tmp_path: Path) -> None:
+def test_query_time_vectors_reach_below_the_fused_keyword_leg(open_store, tmp_path: Path) -> None:
     # The BM25 leg fuses its best 50 (hybrid_depth); candidates 51-60 are embedded too, so
     # the vector leg can bring up what keywords rank just below that cut.
     chunks, vectors = _chunks(80), _vectors(80)
     by_id = {chunk.chunk_id: vector for chunk, vector in zip(chunks, vectors, strict=True)}
-    empty = LanceStore(tmp_path / "empty", DIM)
+    empty = open_store(tmp_path / "empty", DIM)
     empty.upsert(chunks, None)
     query = np.random.default_rng(11).standard_normal(DIM).astype(np.float32)
     asked: list[list[str]] = []
@@ -111,7 +123,7 @@ def test_query_time_vectors_reach_below_the_fused_keyword_leg(tmp_path: Path) ->
         return np.stack([by_id[chunk.chunk_id] for chunk in wanted])
 
     # What a store holding vectors for exactly those 60 candidates ranks.
-    partial = LanceStore(tmp_path / "partial", DIM)
+    partial = open_store(tmp_path / "partial", DIM)
     try:
         keyword_order = [hit.chunk for hit in empty.search("cookie", None, SearchMode.BM25, 80)]
         got = empty.search("cookie", query, SearchMode.HYBRID, 50, QueryTimeVectors(embed, 60))

@@ -648,8 +648,7 @@ def _with_query_time_vectors(
     rows = [row for row in bm25.row_ids if row in bm25.without_vector][: missing.limit]
     if not rows:
         return vector_leg
-    vectors = l2_normalised(np.asarray(missing.embed([bm25.chunks[row] for row in rows])))
-    distances = (1.0 - vectors.astype(np.float32) @ query.astype(np.float32)).tolist()
+    distances = missing.distances([bm25.chunks[row] for row in rows], query)
     chunks = {**vector_leg.chunks, **{row: bm25.chunks[row] for row in rows}}
     scored = list(zip(vector_leg.row_ids, vector_leg.scores, strict=True))
     scored += list(zip(rows, distances, strict=True))

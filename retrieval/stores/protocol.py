@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
+from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.records import Chunk, ChunkKind, RepositoryHit, SearchHit, SearchMode
 from codeqa.retrieval.search.keywords import keyword_text
 
@@ -47,6 +48,12 @@ class QueryTimeVectors:
 
     embed: Callable[[Sequence[Chunk]], np.ndarray]
     limit: int
+
+    def distances(self, chunks: Sequence[Chunk], query: np.ndarray) -> list[float]:
+        """Each chunk's dot distance (1 - cosine) to the unit `query`, the chunks embedded now:
+        the distance a store's vector leg ranks its stored vectors by."""
+        vectors = l2_normalised(np.asarray(self.embed(chunks)))
+        return (1.0 - vectors.astype(np.float32) @ query.astype(np.float32)).tolist()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +146,7 @@ class Store(Protocol):
         """Best chunks first; hybrid without a query vector degrades to BM25.
 
         A BM25 search never computes a `query_vector` given as a function. A hybrid
-        search embeds keyword candidates without a vector as `missing_vectors` says, where
-        the backend runs its own legs (LanceDB; Weaviate fuses on its server).
+        search embeds keyword candidates without a vector as `missing_vectors` says.
         """
         ...
 
