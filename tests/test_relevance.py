@@ -84,6 +84,53 @@ def test_what_is_done_to_the_subject_is_no_subject_the_repository_must_spell():
     assert about_validation.absent_share >= 0.3 and not about_validation.relevant
 
 
+def test_an_example_value_or_version_is_no_subject_word_but_its_words_are():
+    # Code spells "1.x", "^0.2.3", "alpha.1" or "32-bit" rarely as the asker writes them.
+    words = subject_words("How are wildcards like 1.x, ^0.2.3 or alpha.1 read on 32-bit Linux?")
+    assert not {"1.x", "0.2.3", "alpha.1", "32-bit"} & words
+    assert {"wildcards", "alpha", "bit", "linux"} <= words
+    # A word of letters then digits is one name, not a value.
+    assert "pbkdf2" in subject_words("Where are passwords hashed with pbkdf2?")
+
+
+def _held_by_stems(*texts: str):
+    """A lookup matching Snowball stems, as the keyword index does ("sessions": session)."""
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    stems = {stemmer.stemWord(word) for text in texts for word in subject_words(text)}
+
+    def where_held(word: str) -> WordHolding:
+        held = stemmer.stemWord(word) in stems
+        return WordHolding.COVERED if held else WordHolding.NOWHERE
+
+    return where_held
+
+
+# A version comparator: it says "compare" and "comparator", never "comparison".
+COMPARATOR = Chunk(
+    "semver/compare.py", 1, 3, "python", ChunkKind.DECLARATION, "compare_versions",
+    "def compare_versions(left, right)",
+    "def compare_versions(left, right):\n    comparator = build_comparator(left)\n"
+    "    return comparator(right)",
+    "",
+)  # fmt: skip
+
+
+def test_a_word_is_held_where_the_repository_spells_its_stem_family():
+    # "comparison" stems to comparison, "compare" and "comparator" to compar: a noun the code
+    # spells only as its verb is still held, and the question is not out of scope for it.
+    held = _held_by_stems(COMPARATOR.text)
+    question = "How are wildcard versions like 1.x turned into a comparison?"
+    judged = assess_relevance(question, [SearchHit(COMPARATOR, 1)], held)
+    assert "comparison" not in judged.absent_words
+    # A family is a stem cut by a suffix's few letters, never a short stem: "latest" is not
+    # held where "late" is, nor "ordering" where "or" is.
+    held = _held_by_stems("a late reply, or none")
+    judged = assess_relevance("What is the latest ordering?", [SearchHit(COMPARATOR, 1)], held)
+    assert {"latest", "ordering"} <= set(judged.absent_words) and not judged.relevant
+
+
 # A connection helper: "web" and "socket" are here, a WebSocket is not.
 SOCKET = Chunk(
     "net/connect.py", 1, 4, "python", ChunkKind.DECLARATION, "open_web_socket",

@@ -147,6 +147,7 @@ from enum import Enum
 from functools import cache, partial
 from importlib import resources
 
+import Stemmer
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.embedders.onnx import MINILM_L6_INT8
 from codeqa.retrieval.records import Chunk, SearchHit
@@ -204,6 +205,12 @@ ABSENT_SHARE_LIMIT = 0.3
 # of its named things found nowhere in the repository, such a question is not answered by
 # it. The lowest limit adding at most 2% false alarms on the training split (1 of 63).
 NAMED_ABSENT_SHARE_LIMIT = 0.5
+# A word is held where its stem family is (holds_word): its Snowball stem cut by up to this
+# many letters of a suffix ("comparison" -> compar, as "compare" and "comparator" stem),
+# never shorter than FAMILY_STEM_LETTERS ("order" is not "or", "latest" is not "late").
+FAMILY_SUFFIX_LETTERS = 4
+FAMILY_STEM_LETTERS = 6
+_STEMMER = Stemmer.Stemmer("english")
 # Files that describe, pin, configure or test a package rather than being it: a word found
 # only there ("redis" in package.json's devDependencies, chrono in Cargo.toml's
 # dev-dependencies, jinja2 in a requirements pin) says nothing of what the code does.
@@ -237,6 +244,9 @@ _CAPITALIZED = r"[A-Z][\w$]*(?:(?:\.|::|/|\\|-)[\w$]+)*"
 # Capitalized words one space apart, after a word or a comma: one name ("Firebase Cloud
 # Messaging", "Redis"), not the start of a sentence, a heading or a list item.
 _CAPITALIZED_RUN = re.compile(rf"(?<=[\w,] ){_CAPITALIZED}(?: {_CAPITALIZED})*")
+# A token joining a number to anything ("1.x", "0.2.3", "alpha.1", "32-bit"): a value or a
+# version, not a word (a word of letters then digits, pbkdf2 or sha256, stays one).
+_NUMBERED = re.compile(r"^\d|\d[./\\:_$-]|[./\\:_$-]\d")
 # A folder name's version and what follows it (click-8.1.8, serde_json-1.0.140-crate, rich_v13).
 _VERSION_TAIL = re.compile(r"[-_.]v?\d.*$")
 # A dependency named with its version, as manifests, pins and changelogs write one:
@@ -345,7 +355,25 @@ def names_dependency(word: str, text: str) -> bool:
 
 
 def _holds_word(word: str, where_held: Callable[[str], WordHolding]) -> bool:
-    return where_held(word) not in (WordHolding.NOWHERE, WordHolding.DEPENDENCY_ONLY)
+    """Whether the repository holds `word` where it counts, or a word of its stem family.
+
+    The lookup matches Snowball stems ("sessions" where "session" is); a question's noun
+    whose stem the code spells only as its verb's ("comparison" of code that says
+    "compare" and "comparator": stems comparison, compar) is held too, where the
+    repository holds its stem cut by a suffix's few letters (stem_family)."""
+    return any(
+        where_held(form) not in (WordHolding.NOWHERE, WordHolding.DEPENDENCY_ONLY)
+        for form in (word, *stem_family(word))
+    )
+
+
+def stem_family(word: str) -> tuple[str, ...]:
+    """The stems `word` shares a family with, longest first: its Snowball stem cut by 1 to
+    FAMILY_SUFFIX_LETTERS letters, never under FAMILY_STEM_LETTERS ("comparison": compariso,
+    comparis, compari, compar; "latest": none)."""
+    stem = _STEMMER.stemWord(word)
+    shortest = max(FAMILY_STEM_LETTERS, len(stem) - FAMILY_SUFFIX_LETTERS)
+    return tuple(stem[:end] for end in range(len(stem) - 1, shortest - 1, -1))
 
 
 def _holds_name(word: str, where_held: Callable[[str], WordHolding]) -> bool:
@@ -366,8 +394,16 @@ def _past_form(word: str) -> bool:
 
 
 def subject_words(question: str) -> frozenset[str]:
-    """The question's keyword tokens that name a subject (common English words left out)."""
-    return frozenset(t for t in code_tokens(question) if t not in _COMMON_WORDS and len(t) > 2)
+    """The question's keyword tokens that name a subject (common English words left out).
+
+    A token that joins a number to something ("1.x", "^0.2.3", "alpha.1", "32-bit",
+    "latin-1") is an example value or a version, which code rarely spells as written: its
+    words (alpha, bit, latin) are subject words of their own, the whole is not."""
+    return frozenset(
+        t
+        for t in code_tokens(question)
+        if t not in _COMMON_WORDS and len(t) > 2 and not _NUMBERED.search(t)
+    )
 
 
 def repository_names(folder: str) -> frozenset[str]:
