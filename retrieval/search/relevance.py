@@ -225,6 +225,8 @@ NAMED_ABSENT_SHARE_LIMIT = 0.5
 # A word is held where its stem family is (holds_word): its Snowball stem cut by up to this
 # many letters of a suffix ("comparison" -> compar, as "compare" and "comparator" stem),
 # never shorter than FAMILY_STEM_LETTERS ("order" is not "or", "latest" is not "late").
+# Up to 4 more lookups for each word otherwise absent: on SWE-bench-loc dev 12.0 -> 13.2
+# lookups a question, 75 -> 92 ms in them (load 2-3).
 FAMILY_SUFFIX_LETTERS = 4
 FAMILY_STEM_LETTERS = 6
 _STEMMER = Stemmer.Stemmer("english")
