@@ -433,16 +433,18 @@ def _superlative(word: str) -> bool:
 
 
 def subject_words(question: str) -> frozenset[str]:
-    """The question's keyword tokens that name a subject (common English words left out).
+    """The question's keyword tokens that name a subject (common English words left out)."""
+    return frozenset(t for t in code_tokens(question) if t not in _COMMON_WORDS and len(t) > 2)
 
-    A token that joins a number to something ("1.x", "^0.2.3", "alpha.1", "32-bit",
-    "latin-1") is an example value or a version, which code rarely spells as written: its
-    words (alpha, bit, latin) are subject words of their own, the whole is not."""
-    return frozenset(
-        t
-        for t in code_tokens(question)
-        if t not in _COMMON_WORDS and len(t) > 2 and not _NUMBERED.search(t)
-    )
+
+def judged_words(question: str) -> frozenset[str]:
+    """The subject words a verdict weighs: a token that joins a number to something ("1.x",
+    "^0.2.3", "alpha.1", "32-bit", "latin-1") is an example value or a version, which code
+    rarely spells as written, so it is none of them; its words (alpha, bit, latin) are.
+
+    An answer's excerpt still looks for such a token (subject_words): where the code does
+    spell it, that is the place to show."""
+    return frozenset(t for t in subject_words(question) if not _NUMBERED.search(t))
 
 
 def repository_names(folder: str) -> frozenset[str]:
@@ -467,7 +469,7 @@ def assess_relevance(
     """
     # The score reads the question's words as it was fitted, the repository's name among
     # them; the lookups and the named things leave the name out.
-    asked_words = subject_words(question)
+    asked_words = judged_words(question)
     words = asked_words - own_names
     if not hits:
         return Relevance(False, 0.0, 0.0, 0.0)
