@@ -11,6 +11,7 @@ from codeqa.retrieval.search.relevance import (
     WordHolding,
     assess_relevance,
     is_supporting_file,
+    judged_words,
     names_dependency,
     repository_names,
     subject_words,
@@ -82,6 +83,67 @@ def test_what_is_done_to_the_subject_is_no_subject_the_repository_must_spell():
     # Validation asked about as a thing is a subject the repository lacks.
     about_validation = assess_relevance("where is array validation done?", hits, _held_anywhere)
     assert about_validation.absent_share >= 0.3 and not about_validation.relevant
+
+
+def test_an_example_value_or_version_is_no_subject_word_but_its_words_are():
+    # Code spells "1.x", "^0.2.3", "alpha.1" or "32-bit" rarely as the asker writes them.
+    question = "How are wildcards like 1.x, ^0.2.3 or alpha.1 read on 32-bit Linux?"
+    words = judged_words(question)
+    assert not {"1.x", "0.2.3", "alpha.1", "32-bit"} & words
+    assert {"wildcards", "alpha", "bit", "linux"} <= words
+    # A word of letters then digits is one name, not a value.
+    assert "pbkdf2" in judged_words("Where are passwords hashed with pbkdf2?")
+    # An answer's excerpt still looks for the value where the code spells it.
+    assert "alpha.1" in subject_words(question)
+
+
+def _held_by_stems(*texts: str):
+    """A lookup matching Snowball stems, as the keyword index does ("sessions": session)."""
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    stems = {stemmer.stemWord(word) for text in texts for word in subject_words(text)}
+
+    def where_held(word: str) -> WordHolding:
+        held = stemmer.stemWord(word) in stems
+        return WordHolding.COVERED if held else WordHolding.NOWHERE
+
+    return where_held
+
+
+# A version comparator: it says "compare" and "comparator", never "comparison".
+COMPARATOR = Chunk(
+    "semver/compare.py", 1, 3, "python", ChunkKind.DECLARATION, "compare_versions",
+    "def compare_versions(left, right)",
+    "def compare_versions(left, right):\n    comparator = build_comparator(left)\n"
+    "    return comparator(right)",
+    "",
+)  # fmt: skip
+
+
+def test_a_word_is_held_where_the_repository_spells_its_stem_family():
+    # "comparison" stems to comparison, "compare" and "comparator" to compar: a noun the code
+    # spells only as its verb is still held, and the question is not out of scope for it.
+    held = _held_by_stems(COMPARATOR.text)
+    question = "How are wildcard versions like 1.x turned into a comparison?"
+    judged = assess_relevance(question, [SearchHit(COMPARATOR, 1)], held)
+    assert "comparison" not in judged.absent_words
+    # A family is a stem cut by a suffix's few letters, never a stem under six: "platform"
+    # is not held where "plat" is.
+    held = _held_by_stems("a plat of land")
+    judged = assess_relevance("Which platform is it?", [SearchHit(COMPARATOR, 1)], held)
+    assert judged.absent_words == ("platform",) and not judged.relevant
+
+
+def test_which_of_the_subject_is_asked_is_no_subject_the_repository_must_spell():
+    # "latest" says which of the scanner's arrays is asked about, as "validated" says what
+    # is done to them: the scanner's code never spells it, and the question is about it.
+    hits = [SearchHit(SCANNER, 1)]
+    judged = assess_relevance("which is the scanner's latest array?", hits, _held_anywhere)
+    assert "latest" not in judged.absent_words and judged.relevant
+    # A noun in -est is a subject of its own.
+    about_requests = assess_relevance("where is the request parsed?", hits, _held_anywhere)
+    assert "request" in about_requests.absent_words
 
 
 # A connection helper: "web" and "socket" are here, a WebSocket is not.
