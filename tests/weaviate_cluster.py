@@ -154,6 +154,17 @@ class WeaviateCluster:
             nodes = json.load(response).get("nodes", [])
         return {n["name"] for n in nodes if n.get("status") == "HEALTHY"}
 
+    def wait_seen_down(self, node: Node, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        """Until every running node sees `node`, killed, as not healthy."""
+
+        def seen() -> bool:
+            try:
+                return all(node.name not in self.healthy_nodes(n) for n in self.nodes if n.running)
+            except (urllib.error.URLError, OSError, ValueError):
+                return False
+
+        wait_for(seen, timeout, lambda: f"the cluster still sees {node.name} healthy", 0.5)
+
     def leader(self) -> Node | None:
         """The node the running nodes see as Raft leader; None while they elect one."""
         for via in (n for n in self.nodes if n.running):

@@ -960,6 +960,13 @@ class WeaviateStore:
                     )
             level = ConsistencyLevel(CONSISTENCY_LEVEL)
             shared = collection.with_consistency_level(level)
+            if created and not self._every_node_up():
+                _LOG.warning(
+                    "codeqa: note: a node of the Weaviate cluster at %s is down: searches "
+                    "through it will find nothing in this new index until it has caught up, "
+                    "about a minute after it is back",
+                    self.target.where,
+                )
         self._shared = shared
         # The drift counted is that of the tenant the marker named; a new tenant has none.
         drift = 0 if created else _read_marker(self.target).get(DRIFT_KEY)
