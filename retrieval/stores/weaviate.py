@@ -382,8 +382,7 @@ class WeaviateStore:
                 where = Filter.by_property("path").contains_any(unique_paths[start : start + step])
                 # Counted before they go: a run killed midway leaves the drift too high at
                 # worst, never too low.
-                found = self._collection.aggregate.over_all(filters=where, total_count=True)
-                _add_drift(self.target, int(found.total_count or 0))
+                _add_drift(self.target, self._count("counting chunks to delete", where))
                 # One delete_many removes at most QUERY_MAXIMUM_RESULTS objects: repeat.
                 while True:
                     for attempt in self._retrying_writes():
@@ -663,6 +662,7 @@ class WeaviateStore:
         return self._count("counting chunks", None)
 
     def _count(self, action: str, filters: _Filters | None) -> int:
+        """The tenant's objects matching `filters` (None: all), as `count` asks."""
         retrying = Retrying(
             retry=retry_if_exception(lambda error: _cut_short(str(error))),
             stop=stop_after_attempt(self.tuning.count_attempts),
@@ -846,10 +846,7 @@ class WeaviateStore:
         step = self.tuning.fetch_batch
         for start in range(0, len(chunk_ids), step):
             uuids = [generate_uuid5(chunk_id) for chunk_id in chunk_ids[start : start + step]]
-            found = self._collection.aggregate.over_all(
-                filters=Filter.by_id().contains_any(uuids), total_count=True
-            )
-            held += int(found.total_count or 0)
+            held += self._count("counting chunks to replace", Filter.by_id().contains_any(uuids))
         return held
 
     def _copy_objects(self, source: Collection, copy: Collection) -> int:
