@@ -12,13 +12,18 @@ tokenizer so these tokens survive as they are.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
+import Stemmer
 from codeqa.retrieval.records import Chunk
 
 # Bump when the produced text changes, so the index manifest knows the keyword column
 # of an existing index is stale.
 KEYWORDS_VERSION = "2"  # 2: `$` is part of an identifier
+
+# LanceDB's full-text index (Tantivy) stems with Snowball's English stemmer.
+_STEMMER = Stemmer.Stemmer("english")
 
 # One identifier: letters, digits, `_` and `$`, which JavaScript and TypeScript allow in names
 # (zod's `$ZodDiscriminatedUnion`, jQuery's `$el`, `a$b`). A trailing `$` is left out: in
@@ -99,3 +104,8 @@ def keyword_text(chunk: Chunk) -> str:
     """What the keyword index sees for a chunk: path, symbol, signature, header, then text."""
     fields = (chunk.path, chunk.symbol or "", chunk.signature or "", chunk.header, chunk.text)
     return " ".join(_expanded(field) for field in fields if field)
+
+
+def snowball_stems(words: Sequence[str]) -> list[str]:
+    """Each word's Snowball English stem, as LanceDB's full-text index stems its tokens."""
+    return _STEMMER.stemWords(words)

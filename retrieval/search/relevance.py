@@ -164,11 +164,10 @@ from enum import Enum
 from functools import cache, partial
 from importlib import resources
 
-import Stemmer
 from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
 from codeqa.retrieval.embedders.onnx import MINILM_L6_INT8
 from codeqa.retrieval.records import Chunk, SearchHit
-from codeqa.retrieval.search.keywords import code_tokens, written_words
+from codeqa.retrieval.search.keywords import code_tokens, snowball_stems, written_words
 
 # What search, ask and the chat say when the verdict is "no", each ending it in its own way
 # ("; closest matches:" above an offline answer's list).
@@ -229,7 +228,6 @@ NAMED_ABSENT_SHARE_LIMIT = 0.5
 # lookups a question, 75 -> 92 ms in them (load 2-3).
 FAMILY_SUFFIX_LETTERS = 4
 FAMILY_STEM_LETTERS = 6
-_STEMMER = Stemmer.Stemmer("english")
 # Files that describe, pin, configure or test a package rather than being it: a word found
 # only there ("redis" in package.json's devDependencies, chrono in Cargo.toml's
 # dev-dependencies, jinja2 in a requirements pin) says nothing of what the code does.
@@ -390,7 +388,7 @@ def stem_family(word: str) -> tuple[str, ...]:
     """The stems `word` shares a family with, longest first: its Snowball stem cut by 1 to
     FAMILY_SUFFIX_LETTERS letters, never under FAMILY_STEM_LETTERS ("comparison": compariso,
     comparis, compari, compar; "latest": none)."""
-    stem = _STEMMER.stemWord(word)
+    (stem,) = snowball_stems([word])
     shortest = max(FAMILY_STEM_LETTERS, len(stem) - FAMILY_SUFFIX_LETTERS)
     return tuple(stem[:end] for end in range(len(stem) - 1, shortest - 1, -1))
 

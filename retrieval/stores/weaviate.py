@@ -62,12 +62,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import Stemmer
 from codeqa.retrieval.config import COLLECTION_ENV, IndexSettings
 from codeqa.retrieval.errors import ConfigError, IndexMismatch, StoreUnavailable
 from codeqa.retrieval.records import Chunk, RepositoryHit, SearchHit, SearchMode
 from codeqa.retrieval.search.fusion import HYBRID_DEPTH, RRF_K, fuse_by_reciprocal_rank
-from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
+from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query, snowball_stems
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
     QueryTimeVectors,
@@ -1220,9 +1219,6 @@ def _open_tenant(
 # ---- helpers ------------------------------------------------------------------------------
 
 
-_STEMMER = Stemmer.Stemmer("english")
-
-
 def _server_error(error: BaseException) -> bool:
     from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateTimeoutError
 
@@ -1253,7 +1249,7 @@ def analyzed(keywords: str) -> str:
     `MAX_WORD_LENGTH` bytes or more (keywords.py only longer words); so does this.
     """
     tokens = [token for token in keywords.split() if len(token) < MAX_WORD_LENGTH]
-    stems = _STEMMER.stemWords(tokens)
+    stems = snowball_stems(tokens)
     return " ".join(stem for stem in stems if stem not in STOP_STEMS)
 
 
