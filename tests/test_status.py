@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
+from pathlib import Path
 
 import pytest
-from codeqa.retrieval.config import IndexSettings
+from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH, IndexSettings
 from codeqa.retrieval.indexing import build_index, index_lock
 from codeqa.tui.cli import main
 
@@ -171,29 +173,33 @@ def test_a_keyword_refresh_with_nothing_changed_leaves_the_store_closed(
     assert again.chunks_total == again.vectors_pending == built.chunks_total
 
 
-def test_a_stopped_fill_records_what_it_left_so_that_status_needs_no_store(tmp_path, monkeypatch):
-    import threading
+def two_batches_keyword_indexed(tmp_path) -> tuple[Path, IndexSettings, int]:
+    """A repository of two embedding batches, indexed without vectors; its chunks."""
+    repo = tmp_path / "repo"
+    modules(repo, CHUNKS_PER_EMBED_BATCH + 44)
+    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
+    return repo, settings, build_index(repo, settings, embed=False).chunks_total
 
-    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH
+
+def stop_the_fill_after_one_batch(repo: Path, settings: IndexSettings) -> None:
     from codeqa.retrieval.errors import Cancelled
     from codeqa.retrieval.index import open_index
-    from codeqa.retrieval.status import index_status
 
-    repo = tmp_path / "repo"
-    modules(repo, CHUNKS_PER_EMBED_BATCH + 44)  # two batches; the fill stops after one
-    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
-    total = build_index(repo, settings, embed=False).chunks_total
     stop = threading.Event()
 
     def progress(event) -> None:
         if event.done:
             stop.set()
 
-    with open_index(repo, settings) as index:
-        try:
-            index.fill_vectors(progress, stop)
-        except Cancelled:
-            pass
+    with open_index(repo, settings) as index, pytest.raises(Cancelled):
+        index.fill_vectors(progress, stop)
+
+
+def test_a_stopped_fill_records_what_it_left_so_that_status_needs_no_store(tmp_path, monkeypatch):
+    from codeqa.retrieval.status import index_status
+
+    repo, settings, total = two_batches_keyword_indexed(tmp_path)
+    stop_the_fill_after_one_batch(repo, settings)
     refuse_to_open_the_store(monkeypatch)
 
     status = index_status(repo, settings)
@@ -349,19 +355,10 @@ def test_a_stopped_fill_returns_without_waiting_for_the_model_step_under_way(tmp
 
 def test_a_stopped_fill_counts_what_it_left_without_scanning_the_store(tmp_path, monkeypatch):
     # The scan of a monorepo's 129k chunks took ~0.5-1 s of every refresh that stopped a fill.
-    import threading
-
-    from codeqa.retrieval.config import CHUNKS_PER_EMBED_BATCH
-    from codeqa.retrieval.errors import Cancelled
-    from codeqa.retrieval.index import open_index
     from codeqa.retrieval.manifest import Manifest
     from codeqa.retrieval.stores.lancedb import LanceStore
 
-    repo = tmp_path / "repo"
-    modules(repo, CHUNKS_PER_EMBED_BATCH + 44)  # two batches; the fill stops after one
-    settings = IndexSettings(index_dir=tmp_path / "index", embed_model="wordllama")
-    total = build_index(repo, settings, embed=False).chunks_total
-    stop = threading.Event()
+    repo, settings, total = two_batches_keyword_indexed(tmp_path)
     scans: list[int] = []
     ids_missing_vectors = LanceStore.ids_missing_vectors
 
@@ -370,13 +367,7 @@ def test_a_stopped_fill_counts_what_it_left_without_scanning_the_store(tmp_path,
         return ids_missing_vectors(store)
 
     monkeypatch.setattr(LanceStore, "ids_missing_vectors", counted_scan)
-
-    def progress(event) -> None:
-        if event.done:
-            stop.set()
-
-    with open_index(repo, settings) as index, pytest.raises(Cancelled):
-        index.fill_vectors(progress, stop)
+    stop_the_fill_after_one_batch(repo, settings)
     assert len(scans) == 1  # the fill's own list of what to embed, at its start
     manifest = Manifest.load(settings.index_dir)
     assert manifest is not None

@@ -207,6 +207,15 @@ def test_a_settle_killed_before_its_switch_leaves_the_old_tenant_searched_and_th
     assert [key for key in differing(repo, updated, tmp_path) if key[1] == "bm25"] == []
 
 
+def bm25_tops(repo: Path, settings: IndexSettings) -> list[list[tuple[str, int, int]]]:
+    """Each query's BM25 top 10, as places."""
+    with open_index(repo, settings) as index:
+        return [
+            [(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in found]
+            for found in (index.search(query, SearchMode.BM25, 10) for query in QUERIES)
+        ]
+
+
 def test_one_edit_of_one_file_after_a_clean_build_searches_as_a_clean_build(tmp_path):
     # LanceDB only: a clean build leaves its table one fragment, and compaction alone leaves
     # an edit's deleted rows counted in BM25's statistics there (7 of 12 BM25 top 10s differed
@@ -221,14 +230,7 @@ def test_one_edit_of_one_file_after_a_clean_build_searches_as_a_clean_build(tmp_
     build_index(repo, updated, embed=False)
     build_index(repo, clean, embed=False)
 
-    def bm25_tops(settings: IndexSettings) -> list[list[tuple[str, int, int]]]:
-        with open_index(repo, settings) as index:
-            return [
-                [(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in found]
-                for found in (index.search(query, SearchMode.BM25, 10) for query in QUERIES)
-            ]
-
-    assert bm25_tops(updated) == bm25_tops(clean)
+    assert bm25_tops(repo, updated) == bm25_tops(repo, clean)
 
 
 def test_a_command_after_a_resident_process_left_the_statistics_unsettled_settles_them(
@@ -250,11 +252,4 @@ def test_a_command_after_a_resident_process_left_the_statistics_unsettled_settle
     assert report.keyword_drift == 0
     build_index(repo, clean, embed=False)
 
-    def bm25_tops(settings: IndexSettings) -> list[list[tuple[str, int, int]]]:
-        with open_index(repo, settings) as index:
-            return [
-                [(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in found]
-                for found in (index.search(query, SearchMode.BM25, 10) for query in QUERIES)
-            ]
-
-    assert bm25_tops(updated) == bm25_tops(clean)
+    assert bm25_tops(repo, updated) == bm25_tops(repo, clean)
