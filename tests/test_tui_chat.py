@@ -18,6 +18,7 @@ from codeqa.retrieval.config import IndexSettings
 from codeqa.retrieval.indexing import LOCK_NAME, build_index
 from codeqa.retrieval.records import ProgressEvent, SearchMode
 from codeqa.tui.chat.app import ChatConfig, CodeqaApp
+from codeqa.tui.chat.commands import slash_command
 from codeqa.tui.chat.screens import CodeViewerScreen, HelpScreen
 from codeqa.tui.chat.screens.help import HELP_TEXT
 from codeqa.tui.chat.widgets import (
@@ -168,6 +169,34 @@ async def test_small_talk_gets_a_short_reply_and_searches_nothing(shop):
         assert app.chat.query_one(SourcesPanel).row_count == 0
         assert app._retriever.search_scores == {}  # what every search of the answer records
         assert not error_notices(app)
+
+
+async def test_slash_commands_act_and_an_unknown_one_says_which_there_are(shop):
+    app = chat_app(*shop)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        await ask(pilot, "/help")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await ask(pilot, "/clear")
+        await wait_for(pilot, lambda: not answers(app))
+        await ask(pilot, "/frobnicate")
+        await wait_for(pilot, lambda: any("/frobnicate" in n.message for n in app._notifications))
+        notice = next(n.message for n in app._notifications if "/frobnicate" in n.message)
+        assert "/help" in notice and "/quit" in notice
+        assert not answers(app)  # neither command nor unknown word was searched
+        await ask(pilot, "/quit")
+        await wait_for(pilot, lambda: not app.is_running)
+
+
+def test_only_a_slash_and_one_word_is_a_command_a_path_is_a_question():
+    assert slash_command("/help") == "help"
+    assert slash_command("  /Quit ") == "quit"
+    assert slash_command("/etc/hosts") is None
+    assert slash_command("/src/app.py: what does main do?") is None
+    assert slash_command("what does /help print?") is None
 
 
 async def test_model_answer_streams_before_it_is_finished(shop, scripted):

@@ -29,6 +29,7 @@ from codeqa.retrieval.live import (
 )
 from codeqa.retrieval.records import IndexReport, ProgressEvent
 from codeqa.retrieval.search.relevance import NOTHING_RELEVANT
+from codeqa.tui.chat.commands import COMMANDS, slash_command, unknown_command_line
 from codeqa.tui.chat.screens import ChatScreen, CodeViewerScreen, HelpScreen
 from codeqa.tui.chat.widgets import (
     AnswerMessage,
@@ -480,6 +481,13 @@ class CodeqaApp(App[None]):
     # ---- answering --------------------------------------------------------------------
 
     async def on_chat_screen_asked(self, message: ChatScreen.Asked) -> None:
+        command = slash_command(message.question)
+        if command is not None:
+            if command in COMMANDS:
+                await self.run_action(COMMANDS[command])
+            else:
+                self.notify(unknown_command_line(command), severity="warning")
+            return
         if self.assistant is None and self.index_error is not None:
             self.notify(self.index_error, title="No index", severity="error")
             return

@@ -25,6 +25,7 @@ Ask about the repository; every answer cites `file:start-end`.
 - `ctrl+r` re-index the repository (picks up changed files)
 - `f1` this help
 - `ctrl+c` quit
+- typed as the whole question: `/help`, `/new` (or `/clear`), `/reindex`, `/quit` (or `/exit`)
 
 ## Code viewer
 - `↑` `↓` (or `k` `j`) `pgup` `pgdn` `home` `end` move; a click puts the cursor on a line
