@@ -29,6 +29,18 @@ class IndexMismatch(CodeqaError):
     """The index on disk was built with another embedder or chunker version."""
 
 
+class ManifestUnreadable(IndexMismatch):
+    """The index's manifest holds no manifest codeqa can read: damaged (a disk, an editor, a
+    copy cut short), or written by another codeqa version. `reason` says which."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"the index manifest {path} is unreadable ({reason}); "
+            "run `codeqa index --rebuild` to rebuild it"
+        )
+        self.reason = reason
+
+
 class EmbedderUnavailable(CodeqaError):
     pass
 

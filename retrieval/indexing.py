@@ -67,6 +67,7 @@ from codeqa.retrieval.errors import (
     IndexBusy,
     IndexNotFound,
     IndexNotWritable,
+    ManifestUnreadable,
     RepoNotFound,
     cannot_write,
 )
@@ -261,7 +262,14 @@ def build_index(
     with index_lock(directory):
         if rebuild:
             _wipe(directory, settings)
-        manifest = Manifest.load(directory)
+        rebuilt_because: str | None = None
+        try:
+            manifest = Manifest.load(directory)
+        except ManifestUnreadable as error:
+            # The index is a cache: a manifest no one can read stopped every command until
+            # the user rebuilt by hand. It is built again now (the vector cache is kept).
+            _wipe(directory, settings)
+            manifest, rebuilt_because = None, error.reason
         _mark(directory)
         embedder = _embedder(settings, manifest)
         if manifest is None:
@@ -280,6 +288,10 @@ def build_index(
             )
         manifest.include_generated = discover_options(settings, manifest).include_generated
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
+        if rebuilt_because is not None:
+            report.index_note = (
+                f"the index's manifest was unreadable ({rebuilt_because}): built the index again"
+            )
         stamps_before = dict(manifest.stamps)
         began = time.perf_counter()
         changed, seen = _scan(root, settings, manifest, report, notify, directory)
@@ -439,7 +451,11 @@ def planned_embedder(repo: Path, settings: IndexSettings, *, rebuild: bool = Fal
     built index's, as open_index does.
     """
     directory = index_dir_for(resolve_repo(repo), settings)
-    return _embedder(settings, None if rebuild else Manifest.load(directory))
+    try:
+        manifest = None if rebuild else Manifest.load(directory)
+    except ManifestUnreadable:
+        manifest = None  # build_index builds it again
+    return _embedder(settings, manifest)
 
 
 def _embedder(settings: IndexSettings, manifest: Manifest | None) -> Embedder:

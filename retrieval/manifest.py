@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codeqa.retrieval.config import INDEX_FORMAT_VERSION
-from codeqa.retrieval.errors import IndexMismatch, cannot_write
+from codeqa.retrieval.errors import IndexMismatch, ManifestUnreadable, cannot_write
 from codeqa.retrieval.records import FileStamp
 
 MANIFEST_NAME = "manifest.json"
@@ -65,11 +65,13 @@ class Manifest:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as error:
+        except OSError as error:
             raise IndexMismatch(
                 f"the index manifest {path} is unreadable ({error}); "
                 "run `codeqa index --rebuild` to rebuild it"
             ) from None
+        except ValueError as error:
+            raise ManifestUnreadable(path, str(error)) from None
         try:
             return cls(
                 repo_root=data["repo_root"],
@@ -95,11 +97,8 @@ class Manifest:
                 keyword_drift=int(data.get("keyword_drift", 0)),
                 format_version=int(data.get("format_version", 0)),
             )
-        except (KeyError, TypeError, ValueError):
-            raise IndexMismatch(
-                f"the index manifest {path} is from another codeqa version; "
-                "run `codeqa index --rebuild`"
-            ) from None
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ManifestUnreadable(path, "not a manifest of this codeqa version") from None
 
     def save(self, directory: Path) -> None:
         """Write atomically: a crash leaves the previous manifest, never half a file."""

@@ -264,3 +264,10 @@ class IndexReport:
     # What was wrong with the shared vector cache and what was done (a damaged file moved
     # aside, damaged rows embedded again, a cache that could not be used); None: nothing.
     vector_cache_note: str | None = None
+    # What was wrong with the index folder itself and what was done (a manifest no one
+    # could read: the index built again); None: nothing.
+    index_note: str | None = None
+
+    def repair_notes(self) -> list[str]:
+        """What this run found damaged and mended, a line each."""
+        return [note for note in (self.index_note, self.vector_cache_note) if note]

@@ -324,3 +324,20 @@ def test_edits_new_files_deletions_and_renames_are_searchable_without_a_refresh_
         await paths_become(session, "wombatadded", [])
 
     drive(small_repo, index_dir, script)
+
+
+def test_an_index_whose_manifest_is_unreadable_is_built_again_and_served(small_repo, index_dir):
+    def searched(locations: list[str]) -> Session:
+        async def script(session: ClientSession) -> None:
+            found = await call(session, "search", query="How are NaN and Infinity encoded?")
+            assert not found.is_error, text_of(found)
+            locations.extend(r["location"] for r in found.structured_content["results"])
+
+        return script
+
+    first: list[str] = []
+    drive(small_repo, index_dir, searched(first))
+    (index_dir / "manifest.json").write_text('{"repo_root": "/x", "embedder_na')  # cut short
+    again: list[str] = []
+    drive(small_repo, index_dir, searched(again))
+    assert again == first

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 from collections.abc import Callable
@@ -154,14 +155,15 @@ def fresh_index(
     opens. With `create` (`codeqa ask`) an absent index is built; otherwise IndexNotFound
     says how to build one, before anything is written.
     """
-    from codeqa.retrieval.errors import IndexNotWritable
+    from codeqa.retrieval.errors import IndexNotWritable, ManifestUnreadable
     from codeqa.retrieval.live import LiveIndex
 
     live = LiveIndex(repo, settings, load_model=load_model)
     report: IndexReport | IndexNotWritable | None
     try:
         if not create:
-            live.open()
+            with contextlib.suppress(ManifestUnreadable):  # an index was here: built again
+                live.open()
         try:
             # One line if the index changed (and a progress bar, for `ask`'s first build).
             report = live.refresh(progress)
@@ -197,8 +199,8 @@ def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bo
             file=sys.stderr,
         )
         return False
-    if report.vector_cache_note:
-        print(one_line(f"codeqa: note: {report.vector_cache_note}"), file=sys.stderr)
+    for note in report.repair_notes():
+        print(one_line(f"codeqa: note: {note}"), file=sys.stderr)
     line = update_line(report)
     if line:
         print(line, file=sys.stderr)

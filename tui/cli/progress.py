@@ -112,8 +112,7 @@ def summary_lines(report: IndexReport) -> list[str]:
             f"; redacted {sum(report.redacted.values())} values in {len(report.redacted)} files"
         )
     lines.extend(f"  {warning}" for warning in report.ignore_warnings)
-    if report.vector_cache_note:
-        lines.append(f"  note: {report.vector_cache_note}")
+    lines.extend(f"  note: {note}" for note in report.repair_notes())
     return [one_line(line) for line in lines]
 
 

@@ -1,0 +1,96 @@
+"""An index whose manifest no one can read (cut short, overwritten, another version's shape)
+is a cache that is built again: `index`, `search` and `ask` answer, each saying so in one line,
+and only the vectors' cache spares the embedding. Before, every command stopped on it until
+the user ran `codeqa index --rebuild` by hand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from codeqa.retrieval.manifest import MANIFEST_NAME
+from codeqa.tui.cli import main
+from conftest import JSON_FILES, JSON_PACKAGE
+
+EMBED = ["--embed-model", "wordllama"]  # the bundled static model: embedding takes ~0.2 s
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository indexed at the default place, vectors filled."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for file in JSON_FILES:
+        (repo / file).write_bytes((JSON_PACKAGE / file).read_bytes())
+    assert main(["index", str(repo), *EMBED]) == 0
+    return repo
+
+
+def manifest_of(repo: Path) -> Path:
+    (manifest,) = (repo.parent / "cache" / "codeqa" / "indexes").glob(f"*/{MANIFEST_NAME}")
+    return manifest
+
+
+def cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:200])
+
+
+def not_an_object(path: Path) -> None:
+    path.write_text("[1, 2, 3]\n")
+
+
+def missing_its_keys(path: Path) -> None:
+    path.write_text('{"format_version": 99}\n')
+
+
+@pytest.mark.parametrize("damage", [cut_short, not_an_object, missing_its_keys])
+@pytest.mark.parametrize("command", ["index", "search", "ask"])
+def test_a_command_over_an_unreadable_manifest_builds_the_index_again_and_says_so(
+    indexed: Path, capsys, damage: Callable[[Path], None], command: str
+) -> None:
+    damage(manifest_of(indexed))
+    capsys.readouterr()
+    argv = {
+        "index": ["index", str(indexed)],
+        "search": ["search", "decode a JSON document", "--repo", str(indexed)],
+        "ask": ["ask", "where is a JSON document decoded?", "--repo", str(indexed)],
+    }[command]
+    assert main([*argv, *EMBED]) == 0
+    out, err = capsys.readouterr()
+    notes = [line for line in (out + err).splitlines() if "manifest was unreadable" in line]
+    assert len(notes) == 1, err
+    assert "Traceback" not in err
+    if command != "index":
+        assert ".py:" in out  # answered, with locations
+    # Built again whole: the next command finds a sound index and says nothing of it.
+    assert main(["status", "--repo", str(indexed)]) == 0
+    assert "unreadable" not in capsys.readouterr().err
+
+
+def test_a_rebuild_over_an_unreadable_manifest_embeds_nothing_the_cache_holds(
+    indexed: Path, capsys
+) -> None:
+    capsys.readouterr()
+    assert main(["status", "--repo", str(indexed), "--json"]) == 0
+    chunks = json.loads(capsys.readouterr().out)["chunks"]
+    cut_short(manifest_of(indexed))
+    assert main(["index", str(indexed), *EMBED]) == 0
+    out = capsys.readouterr().out
+    assert f"{chunks} in index" in out
+    assert f"vectors: 0 embedded, {chunks} from cache" in out
+
+
+def test_status_over_an_unreadable_manifest_is_one_line_naming_the_fix(
+    indexed: Path, capsys
+) -> None:
+    """status writes nothing: it says what is wrong, and the command that mends it."""
+    cut_short(manifest_of(indexed))
+    capsys.readouterr()
+    assert main(["status", "--repo", str(indexed)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert "unreadable" in err and "codeqa index" in err
