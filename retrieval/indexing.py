@@ -72,7 +72,7 @@ from codeqa.retrieval.errors import (
     cannot_write,
 )
 from codeqa.retrieval.fill_progress import FillProgress
-from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, refresh_graph
+from codeqa.retrieval.graph import GRAPH_FILES, GRAPH_VERSION, graph_sound, refresh_graph
 from codeqa.retrieval.graph.records import FileGraph
 from codeqa.retrieval.manifest import MANIFEST_NAME, Manifest
 from codeqa.retrieval.parsing import ParsedFile, parallel_workers, parsed_files
@@ -306,6 +306,10 @@ def build_index(
         # Only such a run leaves `indexes_settled` false; vectors still pending after a
         # finished keyword-first run (`complete_chunks` None) are not a reason to.
         resuming = not manifest.indexes_settled
+        if manifest.graph_version == GRAPH_VERSION and not graph_sound(directory):
+            # Built again like a graph of another format (_refresh_graph).
+            manifest.graph_version = 0
+            report.index_note = "the code graph was missing or unreadable: built it again"
         graph_current = manifest.graph_version == GRAPH_VERSION
         if (
             not changed

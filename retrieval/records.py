@@ -265,7 +265,8 @@ class IndexReport:
     # aside, damaged rows embedded again, a cache that could not be used); None: nothing.
     vector_cache_note: str | None = None
     # What was wrong with the index folder itself and what was done (a manifest no one
-    # could read: the index built again); None: nothing.
+    # could read: the index built again; a graph deleted or damaged: the graph built
+    # again); None: nothing.
     index_note: str | None = None
 
     def repair_notes(self) -> list[str]:

@@ -1,7 +1,8 @@
 """An index whose manifest no one can read (cut short, overwritten, another version's shape)
 is a cache that is built again: `index`, `search` and `ask` answer, each saying so in one line,
-and only the vectors' cache spares the embedding. Before, every command stopped on it until
-the user ran `codeqa index --rebuild` by hand."""
+and the vectors' cache spares the embedding. A deleted or damaged code graph is built again
+too. Before, every command stopped on either until the user ran `codeqa index --rebuild` by
+hand (and for the graph, the `codeqa index` its message named did nothing)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,30 @@ def test_status_over_an_unreadable_manifest_is_one_line_naming_the_fix(
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
     assert "unreadable" in err and "codeqa index" in err
+
+
+def graph_of(repo: Path) -> Path:
+    return manifest_of(repo).parent / "graph.sqlite"
+
+
+def deleted(path: Path) -> None:
+    path.unlink()
+
+
+def not_a_database(path: Path) -> None:
+    path.write_text("this is not a database\n" * 100)
+
+
+@pytest.mark.parametrize("damage", [deleted, not_a_database])
+def test_a_missing_or_unreadable_code_graph_is_built_again_and_callers_answer_as_before(
+    indexed: Path, capsys, damage: Callable[[Path], None]
+) -> None:
+    assert main(["callers", "JSONDecoder", "--repo", str(indexed)]) == 0
+    before = capsys.readouterr().out
+    damage(graph_of(indexed))
+    assert main(["callers", "JSONDecoder", "--repo", str(indexed)]) == 0
+    out, err = capsys.readouterr()
+    assert out == before
+    assert "code graph was missing or unreadable" in err
+    assert main(["index", str(indexed), *EMBED]) == 0
+    assert "code graph" not in capsys.readouterr().out  # mended once

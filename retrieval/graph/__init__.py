@@ -20,7 +20,7 @@ from codeqa.retrieval.graph.records import (
 if TYPE_CHECKING:
     from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
     from codeqa.retrieval.graph.graph import Graph
-    from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore
+    from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore, graph_sound
 
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
 # 3: definitions keep the class a function declares it returns; 4: top-level variables are
@@ -46,6 +46,7 @@ __all__ = [
     "Impact",
     "Listing",
     "Reference",
+    "graph_sound",
     "is_test_path",
     "refresh_graph",
 ]
@@ -63,7 +64,7 @@ def __getattr__(name: str) -> object:
         from codeqa.retrieval.graph import graph
 
         return graph.Graph
-    if name in ("GRAPH_FILES", "GRAPH_NAME", "GraphStore"):
+    if name in ("GRAPH_FILES", "GRAPH_NAME", "GraphStore", "graph_sound"):
         from codeqa.retrieval.graph import store
 
         return getattr(store, name)

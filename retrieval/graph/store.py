@@ -79,6 +79,26 @@ def _connected(path: Path, query: str) -> sqlite3.Connection:
     return db
 
 
+def graph_sound(directory: Path) -> bool:
+    """Whether the graph of the index in `directory` is there and SQLite can read it: one
+    deleted or damaged (a disk, a copy cut short) is built again by the next `codeqa index`,
+    instead of every `refs`, `callers` and `impact` naming a command that did nothing."""
+    path = directory / GRAPH_NAME
+    if not path.is_file():
+        return False
+    try:
+        db = _reader(path)
+    except sqlite3.Error:
+        return False
+    try:
+        db.execute("SELECT 1 FROM definitions LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()
+    return True
+
+
 class GraphStore:
     """Reads and writes the graph's rows; `Graph` (graph.py) answers questions with them."""
 
