@@ -29,16 +29,22 @@ class IndexMismatch(CodeqaError):
     """The index on disk was built with another embedder or chunker version."""
 
 
-class ManifestUnreadable(IndexMismatch):
-    """The index's manifest holds no manifest codeqa can read: damaged (a disk, an editor, a
-    copy cut short), or written by another codeqa version. `reason` says which."""
+class IndexUnusable(IndexMismatch):
+    """An index that cannot be used as it is: its manifest holds nothing codeqa can read
+    (damaged, or another codeqa version's), or its store is gone. `reason` says which; the
+    next run that writes the index builds it again (build_index)."""
 
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(
-            f"the index manifest {path} is unreadable ({reason}); "
-            "run `codeqa index --rebuild` to rebuild it"
-        )
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
         self.reason = reason
+
+    @classmethod
+    def manifest(cls, path: Path, reason: str) -> IndexUnusable:
+        return cls(
+            f"the index manifest {path} is unreadable ({reason}); "
+            "run `codeqa index --rebuild` to rebuild it",
+            f"its manifest was unreadable ({reason})",
+        )
 
 
 class EmbedderUnavailable(CodeqaError):

@@ -166,7 +166,11 @@ class Index:
         with self._store_lock:
             if self._opened_store is None:
                 self._opened_store = open_store(
-                    self._settings, self.directory, self.manifest.embedder_dim, self.repo_root.name
+                    self._settings,
+                    self.directory,
+                    self.manifest.embedder_dim,
+                    self.repo_root.name,
+                    create=False,
                 )
             return self._opened_store
 

@@ -67,7 +67,7 @@ from codeqa.retrieval.errors import (
     IndexBusy,
     IndexNotFound,
     IndexNotWritable,
-    ManifestUnreadable,
+    IndexUnusable,
     RepoNotFound,
     cannot_write,
 )
@@ -146,18 +146,33 @@ def resolve_repo(repo: Path) -> Path:
 
 
 def open_store(
-    settings: IndexSettings, directory: Path, dim: int, repository: str | None = None
+    settings: IndexSettings,
+    directory: Path,
+    dim: int,
+    repository: str | None = None,
+    *,
+    create: bool = True,
 ) -> Store:
-    """The index's store; `repository` (its name) labels it in a store many repositories share."""
+    """The index's store; `repository` (its name) labels it in a store many repositories share.
+    `create=False` for a reader: a LanceDB store that is gone is IndexUnusable."""
     if settings.store == "lancedb":
         from codeqa.retrieval.stores.lancedb import LanceStore
 
-        return LanceStore(directory / STORE_FOLDER, dim)
+        return LanceStore(directory / STORE_FOLDER, dim, create=create)
     if settings.store == "weaviate":
         from codeqa.retrieval.stores.weaviate import open_weaviate_store
 
         return open_weaviate_store(settings, directory, dim, repository)
     raise ConfigError(f"unknown store {settings.store!r}; choose lancedb or weaviate")
+
+
+def store_lost(settings: IndexSettings, directory: Path, manifest: Manifest) -> bool:
+    """Whether the store is gone though the manifest counts chunks in it (a cache cleaner, a
+    tidy-up): searches found nothing, and a no-op run never looked. Only LanceDB's folder
+    can be seen without opening the store (readers never make it: open_store's `create`)."""
+    if settings.store != "lancedb" or not manifest.chunks:
+        return False
+    return not any((directory / STORE_FOLDER).glob("*.lance"))
 
 
 @contextmanager
@@ -265,11 +280,17 @@ def build_index(
         rebuilt_because: str | None = None
         try:
             manifest = Manifest.load(directory)
-        except ManifestUnreadable as error:
-            # The index is a cache: a manifest no one can read stopped every command until
-            # the user rebuilt by hand. It is built again now (the vector cache is kept).
+        except IndexUnusable as error:
+            rebuilt_because = error.reason
+        else:
+            if manifest is not None and store_lost(settings, directory, manifest):
+                rebuilt_because = "its store was deleted"
+        if rebuilt_because is not None:
+            # The index is a cache: one that cannot be used stopped every command (or
+            # answered every search with nothing) until the user rebuilt by hand. It is
+            # built again now, every vector from the vector cache, which is kept.
             _wipe(directory, settings)
-            manifest, rebuilt_because = None, error.reason
+            manifest = None
         _mark(directory)
         embedder = _embedder(settings, manifest)
         if manifest is None:
@@ -289,9 +310,7 @@ def build_index(
         manifest.include_generated = discover_options(settings, manifest).include_generated
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
         if rebuilt_because is not None:
-            report.index_note = (
-                f"the index's manifest was unreadable ({rebuilt_because}): built the index again"
-            )
+            report.index_note = f"the index could not be used ({rebuilt_because}): built it again"
         stamps_before = dict(manifest.stamps)
         began = time.perf_counter()
         changed, seen = _scan(root, settings, manifest, report, notify, directory)
@@ -457,7 +476,7 @@ def planned_embedder(repo: Path, settings: IndexSettings, *, rebuild: bool = Fal
     directory = index_dir_for(resolve_repo(repo), settings)
     try:
         manifest = None if rebuild else Manifest.load(directory)
-    except ManifestUnreadable:
+    except IndexUnusable:
         manifest = None  # build_index builds it again
     return _embedder(settings, manifest)
 

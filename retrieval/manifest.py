@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codeqa.retrieval.config import INDEX_FORMAT_VERSION
-from codeqa.retrieval.errors import IndexMismatch, ManifestUnreadable, cannot_write
+from codeqa.retrieval.errors import IndexMismatch, IndexUnusable, cannot_write
 from codeqa.retrieval.records import FileStamp
 
 MANIFEST_NAME = "manifest.json"
@@ -71,7 +71,7 @@ class Manifest:
                 "run `codeqa index --rebuild` to rebuild it"
             ) from None
         except ValueError as error:
-            raise ManifestUnreadable(path, str(error)) from None
+            raise IndexUnusable.manifest(path, str(error)) from None
         try:
             return cls(
                 repo_root=data["repo_root"],
@@ -98,7 +98,7 @@ class Manifest:
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise ManifestUnreadable(path, "not a manifest of this codeqa version") from None
+            raise IndexUnusable.manifest(path, "not a manifest of this codeqa version") from None
 
     def save(self, directory: Path) -> None:
         """Write atomically: a crash leaves the previous manifest, never half a file."""

@@ -60,11 +60,13 @@ def index_status(
     (a monorepo's is ~0.1-0.4 s to read). Raises IndexNotFound when there is no index.
     Never waits: the lock is only tried.
     """
+    from codeqa.retrieval.graph import GRAPH_VERSION, graph_sound
     from codeqa.retrieval.indexing import (
         LOCK_NAME,
         WALK_CACHE_NAME,
         discover_options,
         resolve_repo,
+        store_lost,
     )
 
     root = resolve_repo(root)
@@ -84,6 +86,11 @@ def index_status(
         cache = WalkCache.load(directory / WALK_CACHE_NAME)
         changed = _files_changed_since(root, manifest, discover_options(settings, manifest), cache)
     pending = []
+    # What the next `codeqa index` (or search, ask) builds again; status itself writes nothing.
+    if store_lost(settings, directory, manifest):
+        pending.append("the whole index: its store is gone (the next index or search builds it)")
+    elif manifest.graph_version == GRAPH_VERSION and not graph_sound(directory):
+        pending.append("the code graph: missing or unreadable (the next index or refs builds it)")
     if filling is not None:
         pending.append(filling.line())
     if chunks is None or missing is None:

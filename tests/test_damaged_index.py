@@ -7,6 +7,7 @@ hand (and for the graph, the `codeqa index` its message named did nothing)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -122,3 +123,17 @@ def test_a_missing_or_unreadable_code_graph_is_built_again_and_callers_answer_as
     assert "code graph was missing or unreadable" in err
     assert main(["index", str(indexed), *EMBED]) == 0
     assert "code graph" not in capsys.readouterr().out  # mended once
+
+
+def test_a_deleted_store_is_said_by_status_and_built_again_by_the_next_search(
+    indexed: Path, capsys
+) -> None:
+    assert main(["search", "decode a JSON document", "--repo", str(indexed), *EMBED]) == 0
+    before = capsys.readouterr().out
+    shutil.rmtree(manifest_of(indexed).parent / "store")
+    assert main(["status", "--repo", str(indexed)]) == 0
+    assert "its store is gone" in capsys.readouterr().out
+    assert main(["search", "decode a JSON document", "--repo", str(indexed), *EMBED]) == 0
+    out, err = capsys.readouterr()
+    assert out == before  # not "no results" from an empty store made in its place
+    assert "its store was deleted" in err

@@ -36,6 +36,7 @@ from codeqa.retrieval.config import PRUNE_OLD_VERSIONS_AFTER
 from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import (
     IndexMismatch,
+    IndexUnusable,
     StoreUnavailable,
     cannot_write,
     write_failure_reason,
@@ -120,7 +121,12 @@ class _Leg:
 class LanceStore:
     """A `Store` kept in one LanceDB table under `directory`."""
 
-    def __init__(self, directory: Path, dim: int, tuning: LanceTuning | None = None) -> None:
+    def __init__(
+        self, directory: Path, dim: int, tuning: LanceTuning | None = None, *, create: bool = True
+    ) -> None:
+        """`create=False` (a reader of an index built before): a table that is not there is
+        IndexUnusable, never an empty one made in its place that answers every search with
+        nothing."""
         lancedb = import_lancedb()  # deferred: importing lancedb costs ~1.3 s
 
         self.directory = Path(directory)
@@ -137,8 +143,13 @@ class LanceStore:
             if TABLE_NAME in self._db.list_tables().tables:
                 self._table = self._db.open_table(TABLE_NAME)
                 self._check_dimension()
-            else:
+            elif create:
                 self._table = self._db.create_table(TABLE_NAME, schema=self._schema())
+            else:
+                raise IndexUnusable(
+                    f"the index's store {self.directory} is gone; `codeqa index` builds it again",
+                    "its store was deleted",
+                )
         except (OSError, RuntimeError, ValueError) as error:
             if isinstance(error, IndexMismatch):
                 raise

@@ -155,14 +155,14 @@ def fresh_index(
     opens. With `create` (`codeqa ask`) an absent index is built; otherwise IndexNotFound
     says how to build one, before anything is written.
     """
-    from codeqa.retrieval.errors import IndexNotWritable, ManifestUnreadable
+    from codeqa.retrieval.errors import IndexNotWritable, IndexUnusable
     from codeqa.retrieval.live import LiveIndex
 
     live = LiveIndex(repo, settings, load_model=load_model)
     report: IndexReport | IndexNotWritable | None
     try:
         if not create:
-            with contextlib.suppress(ManifestUnreadable):  # an index was here: built again
+            with contextlib.suppress(IndexUnusable):  # an index was here: built again
                 live.open()
         try:
             # One line if the index changed (and a progress bar, for `ask`'s first build).

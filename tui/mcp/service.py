@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from codeqa.retrieval.chunking.languages import canonical_language
 from codeqa.retrieval.config import index_dir_for
-from codeqa.retrieval.errors import CodeqaError, IndexNotFound, ManifestUnreadable
+from codeqa.retrieval.errors import CodeqaError, IndexNotFound, IndexUnusable
 from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Reference
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import resolve_repo
@@ -194,7 +194,7 @@ class IndexService:
             # the no-op scan of django alone took ~3 s on a loaded machine before the first
             # answer (bench_mcp: spawn to first search 9.7 s before, 6.8 s after, load ~13).
             self.live.open()
-        except (IndexNotFound, ManifestUnreadable):
+        except (IndexNotFound, IndexUnusable):
             # Keyword-first: an absent index is built without waiting for vectors, and one
             # whose manifest no one can read is built again (build_index says so).
             try:
