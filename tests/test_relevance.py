@@ -86,15 +86,49 @@ def test_what_is_done_to_the_subject_is_no_subject_the_repository_must_spell():
 
 
 def test_an_example_value_or_version_is_no_subject_word_but_its_words_are():
-    # Code spells "1.x", "^0.2.3", "alpha.1" or "32-bit" rarely as the asker writes them.
-    question = "How are wildcards like 1.x, ^0.2.3 or alpha.1 read on 32-bit Linux?"
+    # Code spells a value such as "^0.2.3" or "405" rarely as the asker writes it.
+    question = "How are ranges like ^0.2.3 or 1.2.3 - 2.3.4 read on 32-bit Linux?"
     words = judged_words(question)
-    assert not {"1.x", "0.2.3", "alpha.1", "32-bit"} & words
-    assert {"wildcards", "alpha", "bit", "linux"} <= words
+    assert not {"0.2.3", "1.2.3", "2.3.4"} & words
+    assert {"ranges", "bit", "linux"} <= words
     # A word of letters then digits is one name, not a value.
     assert "pbkdf2" in judged_words("Where are passwords hashed with pbkdf2?")
     # An answer's excerpt still looks for the value where the code spells it.
-    assert "alpha.1" in subject_words(question)
+    assert "0.2.3" in subject_words(question)
+
+
+# What a web framework holds of versions: it reads its own, and compares none.
+VERSION_GETTER = Chunk(
+    "web/cli.py", 1, 3, "python", ChunkKind.DECLARATION, "get_version",
+    "def get_version(value)",
+    "def get_version(value):\n    # Print the versions, like the shell does.\n"
+    "    return metadata.version(value)",
+    "",
+)  # fmt: skip
+# What a version library holds: the shapes of the wildcards it reads.
+WILDCARDS = Chunk(
+    "semver/patterns.py", 1, 2, "python", ChunkKind.DECLARATION, "X_RANGE",
+    "X_RANGE",
+    "# Wildcard versions, like 2.x or 2.3.x, compared as ranges\nX_RANGE = r'x|X|\\*'",
+    "",
+)  # fmt: skip
+
+
+def test_a_token_joining_a_number_to_letters_is_held_only_where_the_hits_hold_its_shape():
+    # "1.x" is an example of a shape, a wildcard version: a question naming one is judged on
+    # it, and code that only reads versions ("versions", "like") does not answer it.
+    question = "How are wildcard versions like 1.x compared?"
+    assert {"1.x", "wildcard", "versions"} <= judged_words(question)
+    held = _held_in(VERSION_GETTER)
+    loose = assess_relevance(question, [SearchHit(VERSION_GETTER, 1)], held)
+    assert not loose.relevant
+    # Code holding the shape ("2.x": its numbers stand for any) holds the example.
+    held = _held_in(WILDCARDS)
+    wildcards = assess_relevance(question, [SearchHit(WILDCARDS, 1)], held)
+    assert wildcards.relevant and "1.x" not in wildcards.absent_words
+    assert wildcards.all_share > loose.all_share
+    # The token's own words are judged as well: alpha of "alpha.1", bit of "32-bit".
+    assert {"alpha.1", "alpha", "32-bit", "bit"} <= judged_words("Is alpha.1 sorted on 32-bit?")
 
 
 def _held_by_stems(*texts: str):
