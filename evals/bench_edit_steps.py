@@ -68,7 +68,7 @@ def measure(source: Path, work: Path, path: str, way: str) -> dict[str, float]:
     """Seconds of each step of one edit of `path` in a copy of the store at `source`."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
-    store = LanceStore(work, _dimension(work))
+    store = LanceStore(work, store_dimension(work))
     figures: dict[str, float] = {}
 
     def timed(name: str, step: Callable[[], object]) -> None:
@@ -106,7 +106,7 @@ def _edited_path(index_dir: Path) -> str:
     return sources[len(sources) // 2]
 
 
-def _dimension(store_dir: Path) -> int:
+def store_dimension(store_dir: Path) -> int:
     table = import_lancedb().connect(str(store_dir)).open_table(TABLE_NAME)
     return int(table.schema.field(VECTOR_COLUMN).type.list_size)
 
