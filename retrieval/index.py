@@ -80,8 +80,11 @@ from codeqa.retrieval.search.rerank import (
     RankingTuning,
     calls_written,
     does_more_work,
+    is_test_chunk,
     keyword_query_text,
+    mostly_doc_comment,
     rerank,
+    symbol_match,
 )
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.stores.protocol import (
@@ -344,8 +347,9 @@ class Index:
     def _graph_evidence(
         self, hits: list[SearchHit], analysis: QueryAnalysis, tuning: RankingTuning
     ) -> GraphEvidence:
-        """The candidates holding what the top ones call, the one symbol asked about and,
-        for a question asking what calls it, its call sites."""
+        """The candidates holding what the top ones call (and what calls a thin documented
+        wrapper among them), the one symbol asked about and, for a question asking what
+        calls it, its call sites."""
         symbols = analysis.symbols
         asked = analysis.callers_asked[:1] if tuning.caller_weight else ()
         try:
@@ -354,6 +358,7 @@ class Index:
             # No graph, or an unreadable one: rank without it, callers as written.
             return GraphEvidence(calling=calls_written(hits, asked[0]) if asked else frozenset())
         called: set[str] = set()
+        names = analysis.symbol_names | analysis.prose_names
         if tuning.callee_weight:
             by_id = {hit.chunk.chunk_id: hit.chunk for hit in hits}
             for hit in hits[: tuning.graph_sources]:
@@ -373,6 +378,11 @@ class Index:
                     for callee in held
                     if analysis.reports_an_issue or does_more_work(by_id[callee], chunk)
                 }
+                # A thin documented wrapper (a getter, a setter, a builder method) matched the
+                # question through its doc comment; the code calling it does the work
+                # (RankingTuning.callee_weight).
+                if not symbol_match(chunk, names):
+                    called |= _wrapper_callers(graph, hits, chunk)
         defining: list[Definition] = []
         if tuning.definition_weight and 0 < len(symbols) <= tuning.definition_max_symbols:
             defining = [d for symbol in symbols for d in graph.definitions(symbol)]
@@ -648,6 +658,31 @@ def _overlaps(definition: Definition, chunk: Chunk) -> bool:
         and definition.start_line <= chunk.end_line
         and chunk.start_line <= definition.end_line
     )
+
+
+def _wrapper_callers(graph: Graph, hits: list[SearchHit], chunk: Chunk) -> frozenset[str]:
+    """Ids of the hits calling `chunk`'s one definition when it is thin documented code
+    (mostly_doc_comment) and whole in the chunk: not a doc comment cut from a longer
+    function, whose callers are no more the answer than the function's own body."""
+    if not chunk.symbol or ", " in chunk.symbol or not mostly_doc_comment(chunk):
+        return frozenset()
+    whole = any(
+        _overlaps(d, chunk) and d.end_line <= chunk.end_line
+        for d in graph.definitions(chunk.symbol)
+    )
+    if not whole:
+        return frozenset()
+    try:
+        sites = [(r.path, r.line) for r in graph.callers(chunk.symbol)]
+    except UnknownSymbol:
+        return frozenset()
+    # Tests call the public wrapper too, and say what it does in the question's words; a
+    # caller with no more working lines than the wrapper (`const proxy = makeProxy(false)`)
+    # does not do its work either.
+    code = [
+        hit for hit in hits if not is_test_chunk(hit.chunk) and does_more_work(hit.chunk, chunk)
+    ]
+    return _holding_lines(code, sites) - {chunk.chunk_id}
 
 
 def _holding_lines(hits: list[SearchHit], lines: list[tuple[str, int]]) -> frozenset[str]:

@@ -148,3 +148,61 @@ def test_asked_how_code_works_a_callee_doing_less_work_than_its_caller_is_not_li
         # An issue report's failure is often in such a helper: every callee is lifted.
         issue = question + "\n\n`parse('vp:!f/')` gives no type for the option p."
         assert lifted(issue) == {"parse_pattern", "value_type"}
+
+
+OPTION_JAVA = (
+    """package cli;
+
+import java.util.ArrayList;
+import java.util.List;
+
+public class Option {
+    private final List<String> values = new ArrayList<>();
+    private final String shortName;
+    private final String longName;
+    private final String description;
+    private boolean required;
+    private char separator;
+
+    /**
+     * Gets the separator character that splits the value of this option into several
+     * values, as in -Dkey=value.
+     *
+     * @return the separator character of the value.
+     */
+    public char getValueSeparator() {
+        return separator;
+    }
+
+    void processValue(final String text) {
+        String rest = text;
+        final char sep = getValueSeparator();
+        int index = rest.indexOf(sep);
+        while (index != -1) {
+            values.add(rest.substring(0, index));
+            rest = rest.substring(index + 1);
+            index = rest.indexOf(sep);
+        }
+        values.add(rest);
+    }
+"""
+    + "".join(  # past a whole-file chunk's 100 lines: one chunk per method
+        f"\n    int unrelated{n}(int count) {{\n"
+        + "".join(f"        count += {i};\n" for i in range(6))
+        + "        return count;\n    }\n"
+        for n in range(10)
+    )
+    + "}\n"
+)
+
+
+def test_the_code_calling_a_thin_documented_getter_among_the_top_candidates_is_lifted(tmp_path):
+    with _index(tmp_path, {"Option.java": OPTION_JAVA}) as index:
+        question = "Where is an option's value split into several values on a separator character?"
+        found = index.candidates(question, SearchMode.BM25, 10)
+        assert found is not None
+        assert found.hits[0].chunk.symbol == "Option.getValueSeparator"  # its doc's words
+        lifted = {h.chunk.symbol for h in found.hits if h.chunk.chunk_id in found.graph.called}
+        # The getter does nothing but return a field: its caller splits the value.
+        assert lifted == {"Option.processValue"}
+        assert index.search(question, SearchMode.BM25, 3)[0].chunk.symbol == "Option.processValue"
