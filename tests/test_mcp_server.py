@@ -170,6 +170,8 @@ def test_read_numbers_lines_and_refuses_paths_outside_the_repository(
         for path in ("../outside.txt", str(outside), "json/leak.py"):
             message = await refused(session, "read", path=path, start_line=1, end_line=2)
             assert "cannot read" in message and "not for agents" not in message
+        # An agent guessing a path is told nothing is there, not that the file is unreadable.
+        assert "no such file" in await refused(session, "read", path="json/guessed.py")
 
     drive(small_repo, index_dir, script)
 
