@@ -273,6 +273,31 @@ def test_refresh_after_an_edit_makes_the_new_word_searchable(small_repo, index_d
     drive(small_repo, index_dir, script, "--no-watch")
 
 
+def test_a_cursor_from_before_an_edit_is_refused_rather_than_repeat_or_skip_results(
+    small_repo, index_dir
+):
+    """Lines added at the top of a file shift every hit below them: page two of the old
+    ranking, cut from the new one, repeated a page-one hit under its new line numbers."""
+
+    async def script(session: ClientSession) -> None:
+        query = "decode JSON document"
+        first = (await call(session, "search", query=query, limit=2)).structured_content
+        unchanged = await call(session, "search", query=query, limit=2, cursor=first["next_cursor"])
+        assert not unchanged.is_error  # no edit yet: the cursor pages on
+        decoder = small_repo / "json" / "decoder.py"
+        saved = decoder.with_name(".decoder.py.swp")
+        saved.write_text("# a comment an editor added\n" * 40 + decoder.read_text())
+        saved.replace(decoder)  # as editors save
+        assert (await call(session, "refresh")).structured_content["files_changed"] == 1
+        stale = await refused(session, "search", query=query, limit=2, cursor=first["next_cursor"])
+        assert "changed" in stale and "without it" in stale
+        again = (await call(session, "search", query=query, limit=2)).structured_content
+        paged = await call(session, "search", query=query, limit=2, cursor=again["next_cursor"])
+        assert not paged.is_error and paged.structured_content["results"]
+
+    drive(small_repo, index_dir, script, "--no-watch")
+
+
 def test_server_serves_an_index_another_codeqa_is_writing_and_refresh_says_so(
     small_repo, index_dir
 ):
