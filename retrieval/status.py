@@ -65,6 +65,7 @@ def index_status(
         LOCK_NAME,
         WALK_CACHE_NAME,
         discover_options,
+        first_build_unfinished,
         resolve_repo,
         store_lost,
     )
@@ -77,7 +78,7 @@ def index_status(
     # A first build writes its manifest before any file or store: while it runs, or after
     # it was killed, there is nothing to count and no store to open (opening it said "the
     # store is gone" to someone watching another terminal's `codeqa index`).
-    unfinished = manifest is None or (not manifest.files and manifest.chunks is None)
+    unfinished = manifest is None or first_build_unfinished(manifest)
     if unfinished and busy:
         return first_build_status(root, settings, None, elsewhere=True)
     if manifest is None:

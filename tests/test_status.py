@@ -272,7 +272,9 @@ indexing.build_index(Path(sys.argv[1]), settings, embed=False)
 """
 
 
-def test_status_while_another_process_builds_the_first_index_says_so(tmp_path, capsys, monkeypatch):
+def test_status_and_search_while_another_process_builds_the_first_index_say_so(
+    tmp_path, capsys, monkeypatch
+):
     """It answered "error: the index's store ... is gone; `codeqa index` builds it again"
     to a user watching the build another terminal runs."""
     from codeqa.retrieval import indexing
@@ -282,8 +284,12 @@ def test_status_while_another_process_builds_the_first_index_says_so(tmp_path, c
     index_dir = tmp_path / "index"
     seen: list[dict] = []
 
+    searched: list[tuple[int, str]] = []
+
     def look(count: int) -> int:  # right after the build recorded its start, lock held
         seen.append(status_json(repo, index_dir, capsys))
+        code = main(["search", "handler", "--repo", str(repo), "--index-dir", str(index_dir)])
+        searched.append((code, capsys.readouterr().err))
         return 1
 
     monkeypatch.setattr(indexing, "parallel_workers", look)
@@ -291,6 +297,9 @@ def test_status_while_another_process_builds_the_first_index_says_so(tmp_path, c
     [during] = seen
     assert during["indexing_now"] is True and during["files"] == 0
     assert during["pending"] == ["the index is being built by another codeqa process"]
+    [(code, err)] = searched  # a search then: one line saying so, not "the store is gone"
+    assert code == 1 and "first build is running in another codeqa process" in err
+    assert "gone" not in err and "Traceback" not in err
 
 
 def test_status_after_a_first_build_was_killed_says_it_did_not_finish(tmp_path, capsys):
