@@ -290,6 +290,8 @@ def test_status_and_search_while_another_process_builds_the_first_index_say_so(
         seen.append(status_json(repo, index_dir, capsys))
         code = main(["search", "handler", "--repo", str(repo), "--index-dir", str(index_dir)])
         searched.append((code, capsys.readouterr().err))
+        code = main(["callers", "handler_1", "--repo", str(repo), "--index-dir", str(index_dir)])
+        searched.append((code, capsys.readouterr().err))
         return 1
 
     monkeypatch.setattr(indexing, "parallel_workers", look)
@@ -297,9 +299,12 @@ def test_status_and_search_while_another_process_builds_the_first_index_say_so(
     [during] = seen
     assert during["indexing_now"] is True and during["files"] == 0
     assert during["pending"] == ["the index is being built by another codeqa process"]
-    [(code, err)] = searched  # a search then: one line saying so, not "the store is gone"
+    (code, err), (graph_code, graph_err) = searched
+    # A search then: one line saying so, not "the store is gone".
     assert code == 1 and "first build is running in another codeqa process" in err
     assert "gone" not in err and "Traceback" not in err
+    # callers: not "build it with: codeqa index", which another process is running.
+    assert graph_code == 1 and "another codeqa process runs it" in graph_err
 
 
 def test_status_after_a_first_build_was_killed_says_it_did_not_finish(tmp_path, capsys):
