@@ -414,9 +414,15 @@ class Index:
                 # graph. Only then: a monorepo's manifest is 0.1-0.3 s to read.
                 manifest = Manifest.load(self.directory) or self.manifest
             if manifest.graph_version != GRAPH_VERSION or not path.is_file():
+                build = index_command(self.repo_root, self._settings)
+                if manifest.chunks is None:  # a run under way elsewhere, or one stopped
+                    raise IndexNotFound(
+                        f"the index of {self.repo_root} has no code graph yet: its build "
+                        "has not finished (another codeqa process runs it: wait for it; "
+                        f"or it was stopped: `{build}` finishes it)"
+                    )
                 raise IndexNotFound(
-                    f"the index of {self.repo_root} has no code graph yet; "
-                    f"build it with: {index_command(self.repo_root, self._settings)}"
+                    f"the index of {self.repo_root} has no code graph yet; build it with: {build}"
                 )
             self._graph = Graph(GraphStore(path))
         return self._graph

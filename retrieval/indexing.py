@@ -158,12 +158,29 @@ def open_store(
     if settings.store == "lancedb":
         from codeqa.retrieval.stores.lancedb import LanceStore
 
-        return LanceStore(directory / STORE_FOLDER, dim, create=create)
+        try:
+            return LanceStore(directory / STORE_FOLDER, dim, create=create)
+        except IndexUnusable:
+            if first_build_unfinished(Manifest.load(directory)):
+                # Not lost: never made yet. "The store is gone" sent a user whose other
+                # terminal runs the first `codeqa index` to start a second one.
+                raise IndexNotFound(
+                    f"the index at {directory} holds nothing yet: its first build is running "
+                    "in another codeqa process (wait for it) or was stopped (`codeqa index` "
+                    "finishes it)"
+                ) from None
+            raise
     if settings.store == "weaviate":
         from codeqa.retrieval.stores.weaviate import open_weaviate_store
 
         return open_weaviate_store(settings, directory, dim, repository)
     raise ConfigError(f"unknown store {settings.store!r}; choose lancedb or weaviate")
+
+
+def first_build_unfinished(manifest: Manifest | None) -> bool:
+    """Whether `manifest` is the one a first build writes as it starts: no files yet and
+    no count (an index of an empty repository counts 0 chunks)."""
+    return manifest is not None and not manifest.files and manifest.chunks is None
 
 
 def store_lost(settings: IndexSettings, directory: Path, manifest: Manifest) -> bool:

@@ -120,6 +120,10 @@ class LiveIndex:
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()  # guards the fields below, never held during work
         self._index: Index | None = None
+        # Grows when an index is opened whose files differ from the one before (a refresh
+        # that changed files, another process's write). A page of results is only
+        # continued on the files it was cut from (tui/mcp's search cursors).
+        self._generation = 0
         # The manifest as it was when the open index was opened (inode, mtime): it is
         # written again (a new file, renamed over it) by every run that changes the index.
         self._manifest_mark: tuple[int, int] | None = None
@@ -164,6 +168,12 @@ class LiveIndex:
                 return
         opened = open_index(self.repo, self.settings, model, load_model=self._load_model)
         self._swap(opened, _manifest_mark(opened.directory))
+
+    @property
+    def generation(self) -> int:
+        """Grows whenever the files the open index holds change (a refresh, another
+        process's write); filling vectors leaves it as it is."""
+        return self._generation
 
     @property
     def is_open(self) -> bool:
@@ -303,6 +313,10 @@ class LiveIndex:
     def _swap(self, opened: Index, mark: tuple[int, int] | None) -> None:
         with self._lock:
             stale, self._index = self._index, opened
+            # Only what the index holds counts: a reopen after our own fill wrote vectors
+            # changes no file (one dict comparison per reopen, not per read).
+            if stale is None or stale.manifest.files != opened.manifest.files:
+                self._generation += 1
             self._manifest_mark = mark
             self._vectors_complete = False  # the refresh may have added chunks
             unused = stale is not None and not self._borrowers[id(stale)]

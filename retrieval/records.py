@@ -108,6 +108,9 @@ class SkipReason(StrEnum):
     COMPILED_COPY = "compiled copy of a TypeScript source"
     GENERATED = "generated (bundler/compiler header, source map, .min name)"
     NOT_A_PATH = "not a file path in the repo"  # read_repo_file: "..", "/x", a folder …
+    # read_repo_file: nothing at that path (an agent guessing a name must not be told the
+    # file exists but cannot be read).
+    NO_SUCH_FILE = "no such file"
     # Index.read_file: the file is fine, but not what the index holds.
     CHANGED = "changed since indexing"
     NOT_INDEXED = "not in the index"

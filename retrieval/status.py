@@ -8,7 +8,7 @@ so two processes asking at once get the same answer.
 from __future__ import annotations
 
 import fcntl
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,6 +65,7 @@ def index_status(
         LOCK_NAME,
         WALK_CACHE_NAME,
         discover_options,
+        first_build_unfinished,
         resolve_repo,
         store_lost,
     )
@@ -73,12 +74,27 @@ def index_status(
     directory = index_dir_for(root, settings)
     if manifest is None:
         manifest = Manifest.load(directory)
+    busy = _lock_held(directory / LOCK_NAME)
+    # A first build writes its manifest before any file or store: while it runs, or after
+    # it was killed, there is nothing to count and no store to open (opening it said "the
+    # store is gone" to someone watching another terminal's `codeqa index`).
+    unfinished = manifest is None or first_build_unfinished(manifest)
+    if unfinished and busy:
+        return first_build_status(root, settings, None, elsewhere=True)
     if manifest is None:
         raise IndexNotFound(
             f"{root} has no index yet; build it with: {index_command(root, settings)}"
         )
+    if unfinished:
+        return replace(
+            first_build_status(root, settings, None),
+            indexing_now=False,
+            pending=[
+                "the whole index: its first build did not finish (stopped or killed); "
+                f"`{index_command(root, settings)}` builds it"
+            ],
+        )
     written = (directory / MANIFEST_NAME).stat().st_mtime
-    busy = _lock_held(directory / LOCK_NAME)
     filling = FillProgress.load(directory) if busy else None
     chunks, missing = index_counts(root, settings, manifest, index, filling)
     changed = changed_since
@@ -123,10 +139,11 @@ def index_status(
 
 
 def first_build_status(
-    root: Path, settings: IndexSettings, step: ProgressEvent | None
+    root: Path, settings: IndexSettings, step: ProgressEvent | None, *, elsewhere: bool = False
 ) -> IndexStatus:
     """The status of an index whose first build is running: nothing in it yet, and the
-    build's latest `step` as its pending work."""
+    build's latest `step` as its pending work (`elsewhere`: another process builds it,
+    whose steps are not known here)."""
     from codeqa.retrieval.embedders.registry import DEFAULT_EMBEDDER
     from codeqa.retrieval.indexing import resolve_repo
 
@@ -143,7 +160,11 @@ def first_build_status(
         git_commit=None,
         files_changed_since=0,
         indexing_now=True,
-        pending=[f"the index is being built: {build_step(step)}"],
+        pending=[
+            "the index is being built by another codeqa process"
+            if elsewhere
+            else f"the index is being built: {build_step(step)}"
+        ],
     )
 
 

@@ -200,3 +200,46 @@ def test_generated_code_is_searchable_on_request_and_a_generated_best_hit_says_s
     found = capsys.readouterr()
     assert found.out.splitlines()[0].startswith("api/zz_generated.go:")
     assert "the best hit is generated code" in found.err
+
+
+@pytest.mark.slow  # embeds with the bundled model until stopped: a few seconds
+def test_sigterm_mid_index_stops_it_as_ctrl_c_does_and_a_rerun_finishes(tmp_path):
+    """A timeout or a service manager stops `codeqa index` with SIGTERM: it ended at once
+    with no word (status 143); it must say what was kept, as Ctrl-C does."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    body = "".join(f"    step_{line} = request.value * {line}\n" for line in range(14))
+    for number in range(150):
+        (repo / f"module_{number}.py").write_text(
+            "".join(
+                f"def handler_{number}_{n}(request):\n{body}    return step_0\n\n\n"
+                for n in range(4)
+            )
+        )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    codeqa = shutil.which("codeqa", path=os.path.dirname(sys.executable))
+    assert codeqa is not None
+    running = subprocess.Popen(
+        [codeqa, "index", str(repo)], env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    # Stopped once its keyword index is stored and it embeds (~600 chunks: many seconds).
+    while not any((tmp_path / "cache").rglob("store/*.lance")):
+        assert running.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(1)
+    running.send_signal(signal.SIGTERM)
+    _, err = running.communicate(timeout=120)
+    assert running.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted; everything indexed so far is kept" in err and "Traceback" not in err
+    rerun = subprocess.run(
+        [codeqa, "index", str(repo)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert "files: 150 seen, 0 new or changed" in rerun.stdout

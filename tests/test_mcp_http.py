@@ -154,6 +154,25 @@ def test_the_cli_refuses_a_bind_beyond_loopback_before_serving(capsys, tmp_path)
     assert code != 0 and len(err) == 1 and "--allow-remote" in err[0]
 
 
+def test_a_port_another_program_holds_is_one_error_line_before_any_indexing(capsys, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "plan.py").write_text("def plan():\n    return 1\n")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        index_dir = tmp_path / "index"
+        code = main(
+            ["mcp", "--repo", str(repo), "--index-dir", str(index_dir), "--http", str(port)]
+        )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1, err
+    assert err[0].startswith("codeqa: error:") and f"127.0.0.1:{port}" in err[0]
+    assert "--http PORT" in err[0]
+    assert not index_dir.exists()  # nothing was indexed for a server that never listened
+
+
 def test_a_bind_beyond_loopback_needs_the_bearer_token_and_still_checks_the_host(service):
     access = http_access("0.0.0.0", free_port("0.0.0.0"), allow_remote=True)
     assert access.token is not None and len(access.token) >= 40  # generated: 32 random bytes

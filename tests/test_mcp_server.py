@@ -170,6 +170,8 @@ def test_read_numbers_lines_and_refuses_paths_outside_the_repository(
         for path in ("../outside.txt", str(outside), "json/leak.py"):
             message = await refused(session, "read", path=path, start_line=1, end_line=2)
             assert "cannot read" in message and "not for agents" not in message
+        # An agent guessing a path is told nothing is there, not that the file is unreadable.
+        assert "no such file" in await refused(session, "read", path="json/guessed.py")
 
     drive(small_repo, index_dir, script)
 
@@ -267,6 +269,31 @@ def test_refresh_after_an_edit_makes_the_new_word_searchable(small_repo, index_d
         assert done.structured_content["files_changed"] == 1
         after = await call(session, "search", query="zanzibarquux", mode="bm25")
         assert [r["path"] for r in after.structured_content["results"]][:1] == ["json/scanner.py"]
+
+    drive(small_repo, index_dir, script, "--no-watch")
+
+
+def test_a_cursor_from_before_an_edit_is_refused_rather_than_repeat_or_skip_results(
+    small_repo, index_dir
+):
+    """Lines added at the top of a file shift every hit below them: page two of the old
+    ranking, cut from the new one, repeated a page-one hit under its new line numbers."""
+
+    async def script(session: ClientSession) -> None:
+        query = "decode JSON document"
+        first = (await call(session, "search", query=query, limit=2)).structured_content
+        unchanged = await call(session, "search", query=query, limit=2, cursor=first["next_cursor"])
+        assert not unchanged.is_error  # no edit yet: the cursor pages on
+        decoder = small_repo / "json" / "decoder.py"
+        saved = decoder.with_name(".decoder.py.swp")
+        saved.write_text("# a comment an editor added\n" * 40 + decoder.read_text())
+        saved.replace(decoder)  # as editors save
+        assert (await call(session, "refresh")).structured_content["files_changed"] == 1
+        stale = await refused(session, "search", query=query, limit=2, cursor=first["next_cursor"])
+        assert "changed" in stale and "without it" in stale
+        again = (await call(session, "search", query=query, limit=2)).structured_content
+        paged = await call(session, "search", query=query, limit=2, cursor=again["next_cursor"])
+        assert not paged.is_error and paged.structured_content["results"]
 
     drive(small_repo, index_dir, script, "--no-watch")
 

@@ -123,6 +123,28 @@ def test_search_from_a_subfolder_uses_the_repositorys_index_and_keeps_to_the_sub
 
 
 @pytest.mark.slow  # builds a real (keyword-only) index through the CLI
+def test_impact_of_a_path_completed_by_the_shell_in_a_subfolder_is_that_file(
+    git_repo, monkeypatch, capsys
+):
+    """In src/, the shell completes `decoder.py`, `./decoder.py` or an absolute path; each
+    names src/decoder.py (it was looked up as a symbol: "no definition of 'decoder.py'")."""
+    monkeypatch.chdir(git_repo / "src")
+    assert main(["index", "--no-embed"]) == 0
+    capsys.readouterr()
+    from_root = main(["impact", "src/decoder.py", "--json"])  # as the graph names it: still works
+    expected = json.loads(capsys.readouterr().out)
+    assert from_root == 0 and expected["target"] == "src/decoder.py"
+    for typed in (
+        "decoder.py",
+        "./decoder.py",
+        "../src/decoder.py",
+        str(git_repo / "src/decoder.py"),
+    ):
+        assert main(["impact", typed, "--json"]) == 0, typed
+        assert json.loads(capsys.readouterr().out) == expected, typed
+
+
+@pytest.mark.slow  # builds a real (keyword-only) index through the CLI
 def test_an_explicit_repo_inside_a_repository_is_its_subfolder(git_repo, tmp_path, capsys):
     assert main(["index", str(git_repo), "--no-embed"]) == 0
     capsys.readouterr()

@@ -255,6 +255,79 @@ def test_a_fill_killed_outright_leaves_status_counting_the_vectors_it_wrote(tmp_
     assert build_index(repo, settings, embed=False).vectors_pending == left
 
 
+KILLED_IN_FIRST_BUILD = """
+import os, signal, sys
+from pathlib import Path
+from codeqa.retrieval import indexing
+from codeqa.retrieval.config import IndexSettings
+
+
+def killed(count):  # asked right after the build recorded its start, before it stores
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+indexing.parallel_workers = killed
+settings = IndexSettings(index_dir=Path(sys.argv[2]), embed_model="wordllama")
+indexing.build_index(Path(sys.argv[1]), settings, embed=False)
+"""
+
+
+def test_status_and_search_while_another_process_builds_the_first_index_say_so(
+    tmp_path, capsys, monkeypatch
+):
+    """It answered "error: the index's store ... is gone; `codeqa index` builds it again"
+    to a user watching the build another terminal runs."""
+    from codeqa.retrieval import indexing
+
+    repo = tmp_path / "repo"
+    modules(repo, 3)
+    index_dir = tmp_path / "index"
+    seen: list[dict] = []
+
+    searched: list[tuple[int, str]] = []
+
+    def look(count: int) -> int:  # right after the build recorded its start, lock held
+        seen.append(status_json(repo, index_dir, capsys))
+        code = main(["search", "handler", "--repo", str(repo), "--index-dir", str(index_dir)])
+        searched.append((code, capsys.readouterr().err))
+        code = main(["callers", "handler_1", "--repo", str(repo), "--index-dir", str(index_dir)])
+        searched.append((code, capsys.readouterr().err))
+        return 1
+
+    monkeypatch.setattr(indexing, "parallel_workers", look)
+    build_index(repo, IndexSettings(index_dir=index_dir, embed_model="wordllama"), embed=False)
+    [during] = seen
+    assert during["indexing_now"] is True and during["files"] == 0
+    assert during["pending"] == ["the index is being built by another codeqa process"]
+    (code, err), (graph_code, graph_err) = searched
+    # A search then: one line saying so, not "the store is gone".
+    assert code == 1 and "first build is running in another codeqa process" in err
+    assert "gone" not in err and "Traceback" not in err
+    # callers: not "build it with: codeqa index", which another process is running.
+    assert graph_code == 1 and "another codeqa process runs it" in graph_err
+
+
+def test_status_after_a_first_build_was_killed_says_it_did_not_finish(tmp_path, capsys):
+    import sys
+
+    repo = tmp_path / "repo"
+    modules(repo, 3)
+    index_dir = tmp_path / "index"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_FIRST_BUILD, str(repo), str(index_dir)],
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == -9, killed.stderr
+    after = status_json(repo, index_dir, capsys)
+    assert after["indexing_now"] is False and after["files"] == 0
+    [pending] = after["pending"]
+    assert "first build did not finish" in pending and "codeqa index" in pending
+    settings = IndexSettings(index_dir=index_dir, embed_model="wordllama")
+    assert build_index(repo, settings, embed=False).chunks_total  # the next run builds it
+    assert status_json(repo, index_dir, capsys)["files"] == 3
+
+
 def test_a_watched_index_counts_the_changes_its_watcher_saw_instead_of_scanning(
     tmp_path, monkeypatch
 ):

@@ -167,6 +167,34 @@ def test_a_cache_saved_and_loaded_is_the_same_cache(tmp_path: Path) -> None:
     assert WalkCache.load(tmp_path / "walk-cache.json") == WalkCache()  # a cold walk, no error
 
 
+@pytest.mark.parametrize(
+    ("damage", "replacement"),
+    [
+        ('"e":{', '"e":"x","_":{'),  # a folder's listing that is not a mapping
+        ('["d",', '["z",'),  # a folder entry of no known kind
+        ('["f",', '["d",'),  # a file recorded as a folder
+        ('"s":[', '"s":null,"_":['),  # a folder with no stamp
+        ("", ""),  # cut in half (below)
+    ],
+)
+def test_a_damaged_cache_is_a_cold_walk_that_finds_every_file(
+    tmp_path: Path, damage: str, replacement: str
+) -> None:
+    """Damage that leaves the file valid JSON once made every command crash, or made the
+    walk miss the files of a folder (and `codeqa index` remove them from the index)."""
+    repo = make_tree(tmp_path / "repo", TREE)
+    settle()
+    cache = WalkCache()
+    walked(repo, cache)
+    saved = tmp_path / "walk-cache.json"
+    cache.save(saved)
+    text = saved.read_text(encoding="utf-8")
+    assert damage in text
+    damaged = text.replace(damage, replacement) if damage else text[: len(text) // 2]
+    saved.write_text(damaged, encoding="utf-8")
+    assert walked(repo, WalkCache.load(saved)) == walked(repo, None)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_trees_and_changes_walk_alike_with_and_without_the_cache(
     tmp_path: Path, seed: int

@@ -648,6 +648,8 @@ class _Walk:
             entry = os.path.join(path, name)
             try:
                 info = os.lstat(entry)
+            except FileNotFoundError:
+                return SkippedFile(rel, SkipReason.NO_SUCH_FILE)
             except OSError:
                 return SkippedFile(rel, SkipReason.UNREADABLE)
             link_real: str | None = None

@@ -20,18 +20,23 @@ walk (file times tick coarsely). The walk's results with or without a cache are 
 (tests/test_walk_cache.py); the cache only saves work.
 
 The file lives beside the index (`indexing.WALK_CACHE_NAME`), is written atomically, and
-a file that cannot be read is a cold walk, never an error.
+a file that cannot be read is a cold walk, never an error. Its first line is a digest of the
+rest: the walk trusts what the cache says without checking its shape (checking 20k entries
+would cost what the cache saves), so a cache damaged on disk or by hand, even one that is
+still valid JSON, must be refused whole rather than steer the walk (it made `codeqa status`
+crash, and `codeqa index` drop files it had not looked at).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # Bumped when what a walk records, or how a verdict is reached, changes.
-WALK_CACHE_VERSION = 2
+WALK_CACHE_VERSION = 3
 
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode: FileStamp's fields
 # A folder entry: its kind ("d" folder, "f" file, "l" symlink) and the path verdict the
@@ -61,7 +66,10 @@ class WalkCache:
     def load(cls, path: Path) -> WalkCache:
         """The cache saved at `path`; an empty one when there is none or it is unreadable."""
         try:
-            data = json.loads(path.read_bytes())
+            digest, _, body = path.read_bytes().partition(b"\n")
+            if digest != _digest(body):
+                return cls()
+            data = json.loads(body)
             if data.get("version") != WALK_CACHE_VERSION:
                 return cls()
             folders = {
@@ -97,10 +105,16 @@ class WalkCache:
         }
         temporary = path.with_name(path.name + ".tmp")
         try:
-            temporary.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
+            body = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+            temporary.write_bytes(_digest(body) + b"\n" + body)
             os.replace(temporary, path)
         except OSError:
             try:
                 temporary.unlink()
             except OSError:
                 pass
+
+
+def _digest(body: bytes) -> bytes:
+    """The digest that vouches for a saved cache's body (hex, so it never holds a newline)."""
+    return hashlib.blake2b(body, digest_size=16).hexdigest().encode("ascii")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from codeqa.retrieval.config import IndexSettings, index_command
@@ -57,11 +59,25 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return check(repo, settings.index, trust_flags(args))
     progress = ProgressPrinter()
+    stopped_by: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        # SIGTERM (a timeout, a service manager, `kill`) stops the run as Ctrl-C does:
+        # the run's cleanup runs and the user is told what was kept. Python's default
+        # ended the process at once, with no word.
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    # Only the main thread may set handlers (a test may run the command in another).
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop) if on_main else None
     try:
         report = build_index(
             repo, settings.index, progress, rebuild=args.rebuild, embed=not args.no_embed
         )
     except KeyboardInterrupt:
+        if on_main:  # a second SIGTERM must not cut the cleanup short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         progress.close()
         finish = index_command(repo, settings.index, *trust_flags(args))
         print(
@@ -71,8 +87,10 @@ def run(args: argparse.Namespace) -> int:
             ),
             file=sys.stderr,
         )
-        return 130
+        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
     finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
         progress.close()
     for line in summary_lines(report):
         print(line)

@@ -100,9 +100,9 @@ def http_address(value: str) -> tuple[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     log_for_clients()
-    access = None
+    access = bound = None
     if args.http:  # refused before any indexing
-        from codeqa.tui.mcp.http import http_access
+        from codeqa.tui.mcp.http import http_access, listen
 
         host, port = http_address(args.http)
         given = os.environ.get(TOKEN_ENV) or None
@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             extra_names=tuple(args.allow_host),
             token=given,
         )
+        bound = listen(access)
         if access.token is not None and given is None:
             # Printed once, to stderr only: the one place the user can copy it from.
             print(
@@ -145,13 +146,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = build_server(service)
         service.open_in_background()
-        if access is None:
+        if access is None or bound is None:
             server.run("stdio")
         else:
             from codeqa.tui.mcp.http import serve_http
 
-            serve_http(server, access)
+            serve_http(server, access, bound)
     finally:
+        if bound is not None:
+            bound.close()
         if warm is not None:
             warm.close()
         if stop_watching is not None:

@@ -14,6 +14,7 @@ Two checks stand between a request and the repository:
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import secrets
@@ -106,8 +107,32 @@ def http_app(server: MCPServer, access: HttpAccess) -> ASGIApp:
     return app if access.token is None else BearerTokenGate(app, access.token)
 
 
-def serve_http(server: MCPServer, access: HttpAccess) -> None:
-    """Serve until interrupted (as `MCPServer.run("streamable-http")` does, behind our app)."""
+def listen(access: HttpAccess) -> socket.socket:
+    """The socket the server will accept on, bound now: a port another program holds is one
+    error line before any indexing starts (uvicorn said it in its own log format, after
+    the watcher and the index build had started, and exited with status 3)."""
+    family = socket.AF_INET6 if ":" in access.host else socket.AF_INET
+    bound = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        bound.bind((access.host, access.port))
+    except OSError as error:
+        bound.close()
+        reason = error.strerror or str(error)
+        raise ConfigError(
+            f"cannot serve MCP on {access.host}:{access.port}: {reason.lower()}"
+            + (
+                "; another program holds the port: choose another with --http PORT"
+                if error.errno == errno.EADDRINUSE
+                else ""
+            )
+        ) from None
+    return bound
+
+
+def serve_http(server: MCPServer, access: HttpAccess, bound: socket.socket) -> None:
+    """Serve on `bound` until interrupted (as `MCPServer.run("streamable-http")` does,
+    behind our app)."""
     import anyio
     import uvicorn
 
@@ -117,7 +142,7 @@ def serve_http(server: MCPServer, access: HttpAccess) -> None:
         port=access.port,
         log_level=server.settings.log_level.lower(),
     )
-    anyio.run(uvicorn.Server(config).serve)
+    anyio.run(uvicorn.Server(config).serve, [bound])
 
 
 class BearerTokenGate:

@@ -275,7 +275,6 @@ class IndexService:
                 "all_repos searches whole repositories; leave out paths and languages"
             )
         key = _query_key(query, search_mode, paths, languages, all_repos)
-        offset = _cursor_offset(cursor, key) if cursor else 0
         scope = PathScope(
             tuple(paths or ()),
             languages=frozenset(canonical_language(language) for language in languages or ()),
@@ -283,6 +282,8 @@ class IndexService:
         kept: list[tuple[SearchHit, str | None]]
         relevance: Relevance | None = None
         with self._borrow() as index:
+            generation = self.live.generation  # after the borrow: it may have reopened
+            offset = _cursor_offset(cursor, key, generation) if cursor else 0
             if all_repos:
                 found = index.search_repositories(query, search_mode, offset + limit + 1)
                 kept = [(f.hit, f.repository) for f in found]
@@ -300,7 +301,7 @@ class IndexService:
                 break
             results.append(result)
         end = offset + len(results)
-        next_cursor = _make_cursor(key, end) if len(kept) > end else None
+        next_cursor = _make_cursor(key, end, generation) if len(kept) > end else None
         if relevance is None:
             return SearchPage(results, next_cursor, missing)
         return SearchPage(results, next_cursor, missing, relevance.relevant, relevance.reason)
@@ -550,14 +551,18 @@ def _query_key(
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _make_cursor(key: str, offset: int) -> str:
-    return base64.urlsafe_b64encode(f"{key}:{offset}".encode()).decode()
+def _make_cursor(key: str, offset: int, generation: int) -> str:
+    return base64.urlsafe_b64encode(f"{key}:{offset}:{generation}".encode()).decode()
 
 
-def _cursor_offset(cursor: str, key: str) -> int:
+def _cursor_offset(cursor: str, key: str, generation: int) -> int:
+    """Where the page a cursor continues starts, if the cursor is still good: one cut from
+    an index whose files changed since would repeat or skip results (an edit shifts lines
+    and rankings), so it is refused."""
     try:
-        cursor_key, offset = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")
+        cursor_key, offset, cut_from = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")
         position = int(offset)
+        cut_generation = int(cut_from)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ToolInputError("cursor is not one this server gave out") from None
     if not 0 <= position <= MAX_CURSOR_OFFSET:
@@ -565,5 +570,10 @@ def _cursor_offset(cursor: str, key: str) -> int:
     if cursor_key != key:
         raise ToolInputError(
             "cursor belongs to another query or other filters; repeat the search without it"
+        )
+    if cut_generation != generation:
+        raise ToolInputError(
+            "files changed in the index since this cursor was given; repeat the search "
+            "without it (its next pages would repeat or skip results)"
         )
     return position
