@@ -227,6 +227,20 @@ def test_a_multi_line_paste_keeps_every_line(
     chat.wait_for(lambda text: "where is the socket buffer case handled" in question_box(text))
 
 
+def test_a_byte_that_is_not_utf8_typed_into_the_question_neither_ends_the_chat_nor_loses_it(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache)
+    chat.wait_for("Ask about this repository")
+    # As a terminal in a Latin-1 locale sends "é" and "ÿ": Textual's strict decoder raised
+    # UnicodeDecodeError on its input thread and the chat exited with a traceback.
+    chat.child.send(b"where is the socket \xe9\xff buffer case handled?\r")
+    chat.wait_for("Most relevant code", timeout=60)
+    chat.type("still here")
+    chat.wait_for(lambda text: "still here" in question_box(text), timeout=10)
+    assert chat.child.isalive()
+
+
 def test_a_question_typed_while_an_answer_is_written_is_answered_next(
     repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
 ) -> None:
