@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,22 @@ def one_line(text: str) -> str:
     this once, as a whole. The terminal's other controls are tui/terminal_text.py's.
     """
     return text.translate(_ONE_LINE)
+
+
+# A lone surrogate: how Python holds a byte that is not UTF-8 in a name or argument it
+# decoded with surrogateescape (argv, stdin, a file's name), or a JSON "\\udcff".
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """`text` with every lone surrogate made U+FFFD, so that it can be encoded as UTF-8.
+
+    A question typed in a Latin-1 terminal (`codeqa ask $'caf\\xe9'`, or piped on stdin)
+    reaches Python as such a surrogate; the tokenizer and every model request encode their
+    text, and stopped on it with a traceback. Text that is already well formed is returned
+    as it is.
+    """
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 # The header line listing a file's imports. Keyword search reads it; the embedder does not
