@@ -119,6 +119,7 @@ class SkipReason(StrEnum):
     SYMLINK_OUTSIDE = "symlink outside repo"
     SYMLINK_LOOP = "symlink loop"
     UNREADABLE = "unreadable"
+    NAME_NOT_UTF8 = "name not UTF-8"
     # Build output and generated files (discovery/generated.py), unless include_generated.
     GENERATED_ATTRIBUTES = "generated or vendored per .gitattributes"
     BUILD_OUTPUT = "build output in dist/"
