@@ -126,6 +126,7 @@ class SkipReason(StrEnum):
     COMPILED_COPY = "compiled copy of a TypeScript source"
     GENERATED = "generated (bundler/compiler header, source map, .min name)"
     NOT_A_PATH = "not a file path in the repo"  # read_repo_file: "..", "/x", a folder …
+    GONE = "no longer on disk (deleted or moved)"  # read_repo_file: what was indexed is gone
     # Index.read_file: the file is fine, but not what the index holds.
     CHANGED = "changed since indexing"
     NOT_INDEXED = "not in the index"

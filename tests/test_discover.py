@@ -914,7 +914,8 @@ def test_read_repo_file_agrees_with_the_walk_on_every_path_it_yields(tmp_path: P
         ("pkg//keep.tmp", SkipReason.NOT_A_PATH),
         ("pkg", SkipReason.NOT_A_PATH),
         ("", SkipReason.NOT_A_PATH),
-        ("missing.py", SkipReason.UNREADABLE),
+        ("missing.py", SkipReason.GONE),  # deleted since it was cited: not "unreadable"
+        ("pkg/missing/x.py", SkipReason.GONE),
         ("app.py/x", SkipReason.NOT_A_PATH),
     ],
 )

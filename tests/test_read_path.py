@@ -62,7 +62,7 @@ def test_read_file_refuses_what_changed_under_the_index(small_repo, swapped, ind
         assert reason("json/encoder.py") is SkipReason.SECRET
         assert reason(".env") is SkipReason.SECRET
         assert reason("../outside/passwd") is SkipReason.NOT_A_PATH
-        assert reason("json/missing.py") in {SkipReason.UNREADABLE, SkipReason.NOT_A_PATH}
+        assert reason("json/missing.py") in {SkipReason.GONE, SkipReason.NOT_A_PATH}
         # A viewer showing a file the user just edited reads it as it is now.
         edited = index.read_file("json/decoder.py", as_indexed=False)
         assert isinstance(edited, SourceFile) and edited.text == "edited = True\n"

@@ -664,6 +664,8 @@ class _Walk:
             entry = os.path.join(path, name)
             try:
                 info = os.lstat(entry)
+            except FileNotFoundError:  # a cited file deleted or moved since: say so
+                return SkippedFile(rel, SkipReason.GONE)
             except OSError:
                 return SkippedFile(rel, SkipReason.UNREADABLE)
             link_real: str | None = None

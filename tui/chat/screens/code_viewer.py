@@ -162,6 +162,7 @@ def read_source(retriever: Retriever, path: str, *, as_indexed: bool = True) -> 
     """The text of a repo file for display, through the index's read check."""
     found = retriever.read_file(path, as_indexed=as_indexed)
     if isinstance(found, SkippedFile):
-        hint = "; re-index with ctrl+r" if found.reason is SkipReason.CHANGED else ""
+        stale = found.reason in (SkipReason.CHANGED, SkipReason.GONE)
+        hint = "; re-index with ctrl+r" if stale else ""
         raise SourceUnreadable(f"{path} is not shown: {found.reason}{hint}")
     return found.text
