@@ -274,6 +274,22 @@ def test_the_code_viewer_scrolls_with_j_and_k(
     assert "(1/" in text  # still the viewer, on the first citation
 
 
+def test_an_editor_that_cannot_start_leaves_the_code_viewer_on_screen_and_says_why(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache, env={"EDITOR": "codeqa-no-such-editor"})
+    chat.type(QUESTION + "\r")
+    chat.wait_for(citations_shown, timeout=60)
+    chat.press("tab", "enter")
+    text = chat.wait_for(lambda text: re.search(r"line (\d+) of", text) is not None, timeout=30)
+    first = int(re.search(r"line (\d+) of", text).group(1))  # type: ignore[union-attr]
+    chat.press("ctrl+e")
+    # Before, the chat handed the terminal over and never took it back: a blank screen.
+    chat.wait_for("could not start", timeout=20)  # the toast wraps the editor's name
+    chat.type("j")  # keys reach the viewer again
+    chat.wait_for(f"line {first + 1} of", timeout=10)
+
+
 def test_a_line_cut_at_the_code_viewer_edge_is_marked(
     repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
 ) -> None:

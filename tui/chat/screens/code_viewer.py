@@ -142,14 +142,20 @@ class CodeViewerScreen(Screen[None]):
         except CodeqaError as error:
             self.notify(str(error), title="No editor", severity="warning")
             return
+        failed: OSError | None = None
         try:
             with self.app.suspend():
-                result = subprocess.run(command, check=False)
+                # Caught inside: Textual's suspend takes the terminal back only when its
+                # block ends normally; an editor that could not start left a blank screen.
+                try:
+                    result = subprocess.run(command, check=False)
+                except OSError as error:
+                    failed = error
         except SuspendNotSupported:
             self.notify("this terminal cannot hand over to an editor", severity="warning")
             return
-        except OSError as error:
-            self.notify(f"could not start {command[0]!r}: {error}", severity="error")
+        if failed is not None:
+            self.notify(f"could not start {command[0]!r}: {failed}", severity="error")
             return
         if result.returncode != 0:
             self.notify(f"{command[0]} exited with status {result.returncode}", severity="warning")
