@@ -241,6 +241,19 @@ def test_a_byte_that_is_not_utf8_typed_into_the_question_neither_ends_the_chat_n
     assert chat.child.isalive()
 
 
+def test_a_pasted_log_with_colour_escapes_stays_one_question_in_the_box(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache)
+    chat.wait_for("Ask about this repository")
+    # Textual read the ESC as a key sequence: it ate the text after it and replayed it as
+    # keys, so the newline submitted half the paste and the rest stayed in the box.
+    chat.paste("socket\n\x1b[31mbuffer\x1b[0m\nwhere handled")
+    text = chat.wait_for(lambda text: "where handled" in question_box(text), timeout=10)
+    assert "socket ␛[31mbuffer␛[0m where handled" in question_box(text)
+    assert chat.holds_for(lambda text: "Most relevant code" not in text, seconds=3)
+
+
 def test_a_question_typed_while_an_answer_is_written_is_answered_next(
     repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
 ) -> None:
