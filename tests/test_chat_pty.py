@@ -254,6 +254,19 @@ def test_a_pasted_log_with_colour_escapes_stays_one_question_in_the_box(
     assert chat.holds_for(lambda text: "Most relevant code" not in text, seconds=3)
 
 
+def test_a_pasted_question_of_200k_characters_is_shown_cut_and_its_answer_is_in_view(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache, columns=120, rows=50)
+    chat.wait_for("Ask about this repository")
+    chat.paste("where is the socket buffer case handled? " * 5_000)
+    chat.wait_for(lambda text: "where is the socket" in text, timeout=30)
+    chat.type("\r")
+    # Before, the question was shown whole (about 2,000 lines here) above its answer.
+    text = chat.wait_for("Most relevant code", timeout=90)
+    assert "more characters" in text  # the note may wrap
+
+
 def test_a_question_typed_while_an_answer_is_written_is_answered_next(
     repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
 ) -> None:
