@@ -21,7 +21,7 @@ from codeqa.agent.tools import RepoTools
 from codeqa.retrieval.errors import EmptyQuestion, IndexNotFound
 from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.offline import prepare_offline_environment
-from codeqa.retrieval.records import SearchHit
+from codeqa.retrieval.records import SearchHit, well_formed
 from codeqa.retrieval.search.query import cap_query
 from codeqa.retrieval.search.relevance import (
     RELEVANCE_HITS,
@@ -100,6 +100,7 @@ class Assistant:
         retriever = self.retriever if retriever is None else retriever
         if not remember:
             thread_id = f"once-{uuid.uuid4().hex}"
+        question = well_formed(question)  # the tokenizer and the model's request are UTF-8
         reply = small_talk_reply(question)
         if reply is not None:  # "hello", "thanks!": nothing to search for
             if on_token is not None:

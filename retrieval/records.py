@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,22 @@ def one_line(text: str) -> str:
     this once, as a whole. The terminal's other controls are tui/terminal_text.py's.
     """
     return text.translate(_ONE_LINE)
+
+
+# A lone surrogate: how Python holds a byte that is not UTF-8 in a name or argument it
+# decoded with surrogateescape (argv, stdin, a file's name), or a JSON "\\udcff".
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """`text` with every lone surrogate made U+FFFD, so that it can be encoded as UTF-8.
+
+    A question typed in a Latin-1 terminal (`codeqa ask $'caf\\xe9'`, or piped on stdin)
+    reaches Python as such a surrogate; the tokenizer and every model request encode their
+    text, and stopped on it with a traceback. Text that is already well formed is returned
+    as it is.
+    """
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 # The header line listing a file's imports. Keyword search reads it; the embedder does not
@@ -102,15 +119,16 @@ class SkipReason(StrEnum):
     SYMLINK_OUTSIDE = "symlink outside repo"
     SYMLINK_LOOP = "symlink loop"
     UNREADABLE = "unreadable"
+    NAME_NOT_UTF8 = "name not UTF-8"
     # Build output and generated files (discovery/generated.py), unless include_generated.
     GENERATED_ATTRIBUTES = "generated or vendored per .gitattributes"
     BUILD_OUTPUT = "build output in dist/"
     COMPILED_COPY = "compiled copy of a TypeScript source"
     GENERATED = "generated (bundler/compiler header, source map, .min name)"
     NOT_A_PATH = "not a file path in the repo"  # read_repo_file: "..", "/x", a folder …
-    # read_repo_file: nothing at that path (an agent guessing a name must not be told the
-    # file exists but cannot be read).
-    NO_SUCH_FILE = "no such file"
+    # read_repo_file: nothing at that path (a cited file deleted or moved since; an agent's
+    # guess): never "unreadable", which says the file is there and sent users to permissions.
+    NO_SUCH_FILE = "no such file (deleted or moved?)"
     # Index.read_file: the file is fine, but not what the index holds.
     CHANGED = "changed since indexing"
     NOT_INDEXED = "not in the index"

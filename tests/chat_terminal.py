@@ -27,6 +27,7 @@ KEYS = {
     "down": "\x1b[B",
     "f1": "\x1bOP",
     "ctrl+c": "\x03",
+    "ctrl+e": "\x05",
 }
 # A bracketed paste, as a terminal sends a paste to an app that asked for it.
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"

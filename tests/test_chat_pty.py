@@ -227,6 +227,46 @@ def test_a_multi_line_paste_keeps_every_line(
     chat.wait_for(lambda text: "where is the socket buffer case handled" in question_box(text))
 
 
+def test_a_byte_that_is_not_utf8_typed_into_the_question_neither_ends_the_chat_nor_loses_it(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache)
+    chat.wait_for("Ask about this repository")
+    # As a terminal in a Latin-1 locale sends "é" and "ÿ": Textual's strict decoder raised
+    # UnicodeDecodeError on its input thread and the chat exited with a traceback.
+    chat.child.send(b"where is the socket \xe9\xff buffer case handled?\r")
+    chat.wait_for("Most relevant code", timeout=60)
+    chat.type("still here")
+    chat.wait_for(lambda text: "still here" in question_box(text), timeout=10)
+    assert chat.child.isalive()
+
+
+def test_a_pasted_log_with_colour_escapes_stays_one_question_in_the_box(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache)
+    chat.wait_for("Ask about this repository")
+    # Textual read the ESC as a key sequence: it ate the text after it and replayed it as
+    # keys, so the newline submitted half the paste and the rest stayed in the box.
+    chat.paste("socket\n\x1b[31mbuffer\x1b[0m\nwhere handled")
+    text = chat.wait_for(lambda text: "where handled" in question_box(text), timeout=10)
+    assert "socket ␛[31mbuffer␛[0m where handled" in question_box(text)
+    assert chat.holds_for(lambda text: "Most relevant code" not in text, seconds=3)
+
+
+def test_a_pasted_question_of_200k_characters_is_shown_cut_and_its_answer_is_in_view(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache, columns=120, rows=50)
+    chat.wait_for("Ask about this repository")
+    chat.paste("where is the socket buffer case handled? " * 5_000)
+    chat.wait_for(lambda text: "where is the socket" in text, timeout=30)
+    chat.type("\r")
+    # Before, the question was shown whole (about 2,000 lines here) above its answer.
+    text = chat.wait_for("Most relevant code", timeout=90)
+    assert "more characters" in text  # the note may wrap
+
+
 def test_a_question_typed_while_an_answer_is_written_is_answered_next(
     repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
 ) -> None:
@@ -258,6 +298,22 @@ def test_the_code_viewer_scrolls_with_j_and_k(
     chat.type("k")
     text = chat.wait_for(lambda text: f"line {first + 1} of" in text, timeout=10)
     assert "(1/" in text  # still the viewer, on the first citation
+
+
+def test_an_editor_that_cannot_start_leaves_the_code_viewer_on_screen_and_says_why(
+    repo: Path, index_dir: Path, cache: Path, chats: list[ChatTerminal]
+) -> None:
+    chat = start_chat(chats, repo, index_dir, cache, env={"EDITOR": "codeqa-no-such-editor"})
+    chat.type(QUESTION + "\r")
+    chat.wait_for(citations_shown, timeout=60)
+    chat.press("tab", "enter")
+    text = chat.wait_for(lambda text: re.search(r"line (\d+) of", text) is not None, timeout=30)
+    first = int(re.search(r"line (\d+) of", text).group(1))  # type: ignore[union-attr]
+    chat.press("ctrl+e")
+    # Before, the chat handed the terminal over and never took it back: a blank screen.
+    chat.wait_for("could not start", timeout=20)  # the toast wraps the editor's name
+    chat.type("j")  # keys reach the viewer again
+    chat.wait_for(f"line {first + 1} of", timeout=10)
 
 
 def test_a_line_cut_at_the_code_viewer_edge_is_marked(

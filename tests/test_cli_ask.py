@@ -50,6 +50,19 @@ def test_ask_reads_the_question_from_stdin_and_shows_sources(
     assert "class JSONDecodeError(ValueError):" in out  # the cited source, printed
 
 
+def test_a_question_holding_a_byte_that_is_not_utf8_is_answered(
+    small_repo, index_dir, capsys, monkeypatch
+):
+    # As Python hands over "é" piped from a Latin-1 terminal (surrogateescape): the
+    # tokenizer stopped on the lone surrogate with a TypeError traceback.
+    monkeypatch.delenv("CODEQA_MODEL", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("How is JSONDecodeError d\udce9fined?\n"))
+    code = main(["ask", "-", "--repo", str(small_repo), "--index-dir", str(index_dir), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["citations"]
+
+
 def test_ask_with_an_unusable_model_is_one_line_error(small_repo, index_dir, capsys):
     code = main(
         [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -86,6 +87,24 @@ def test_search_json_and_queries_file(small_repo, index_dir, tmp_path, capsys):
     answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [a["id"] for a in answers] == ["a", "b"]
     assert all(a["results"] for a in answers)
+
+
+def test_a_file_whose_name_is_not_utf8_is_skipped_and_named_and_the_rest_is_indexed(
+    small_repo, index_dir, capsys
+):
+    # "café.py" written by a Latin-1 tool: every index build stopped on it with
+    # pyarrow's "surrogates not allowed" traceback, so nothing of the repository was indexed.
+    folder = os.fsencode(small_repo / "json")
+    with open(os.path.join(folder, b"caf\xe9_helpers.py"), "w") as handle:
+        handle.write("def cafe_helper():\n    return 'ok'\n")
+    os.mkdir(os.path.join(folder, b"d\xe9p\xf4t"))
+    assert main(["index", str(small_repo), "--index-dir", str(index_dir), "--no-embed"]) == 0
+    summary = capsys.readouterr().out
+    assert "files: 4 seen" in summary and "2 name not UTF-8" in summary
+    assert (
+        main(["search", "scanner", "--repo", str(small_repo), "--index-dir", str(index_dir)]) == 0
+    )
+    assert capsys.readouterr().out.startswith("json/")
 
 
 def test_user_errors_are_one_line_and_non_zero(small_repo, index_dir, tmp_path, capsys):

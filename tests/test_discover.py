@@ -916,6 +916,7 @@ def test_read_repo_file_agrees_with_the_walk_on_every_path_it_yields(tmp_path: P
         ("", SkipReason.NOT_A_PATH),
         ("missing.py", SkipReason.NO_SUCH_FILE),  # not "unreadable": nothing is there
         ("gone/missing.py", SkipReason.NO_SUCH_FILE),
+        ("pkg/missing/x.py", SkipReason.NO_SUCH_FILE),
         ("app.py/x", SkipReason.NOT_A_PATH),
     ],
 )

@@ -323,6 +323,14 @@ def read_repo_file(
     return walk.one(rel)
 
 
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _checked_root(root: Path | str) -> Path:
     root_path = Path(root).expanduser()
     if not root_path.exists():
@@ -523,6 +531,14 @@ class _Walk:
             self._forget(folder)
             folder.new = None
             return SkippedFile(rel, SkipReason.UNREADABLE)
+        if not _is_utf8(name):
+            # A name with a byte that is not UTF-8 (Python holds it as a lone surrogate)
+            # cannot be stored, printed or cited: every index build stopped on it with a
+            # traceback. Never cached, so that each walk says so again.
+            self._forget(folder)
+            folder.new = None
+            suffix = "/" if not is_link and is_dir else ""
+            return SkippedFile(rel + suffix, SkipReason.NAME_NOT_UTF8)
         # What the cache knew of this entry, and whether this walk may record it: never a
         # link, whose verdict depends on where it leads.
         cached = folder.old.entries.get(name) if folder.old is not None else None
@@ -648,7 +664,7 @@ class _Walk:
             entry = os.path.join(path, name)
             try:
                 info = os.lstat(entry)
-            except FileNotFoundError:
+            except FileNotFoundError:  # nothing there: deleted or moved since cited, or a guess
                 return SkippedFile(rel, SkipReason.NO_SUCH_FILE)
             except OSError:
                 return SkippedFile(rel, SkipReason.UNREADABLE)

@@ -31,7 +31,7 @@ from codeqa.retrieval.litellm_calls import (
     load_litellm,
     missing_api_keys,
 )
-from codeqa.retrieval.records import one_line
+from codeqa.retrieval.records import one_line, well_formed
 from tenacity import (
     RetryCallState,
     RetryError,
@@ -108,6 +108,7 @@ class LiteLLMEmbedder:
     def embed(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        texts = [well_formed(text) for text in texts]  # a request body is UTF-8
         parts = [
             texts[start : start + self.batch_size]
             for start in range(0, len(texts), self.batch_size)

@@ -26,6 +26,7 @@ from codeqa.retrieval.embedders.model_files import (
 )
 from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
+from codeqa.retrieval.records import well_formed
 
 if TYPE_CHECKING:  # imported lazily at run time: onnxruntime costs ~0.3 s to import
     import onnxruntime
@@ -187,7 +188,7 @@ class OnnxEmbedder:
             return out
         with nullcontext() if background else self.foreground():
             model = self._model()
-            encodings = model.tokenizer.encode_batch(list(texts))
+            encodings = model.tokenizer.encode_batch([well_formed(text) for text in texts])
             lengths = np.array([len(e.ids) for e in encodings])
             order = np.argsort(lengths, kind="stable")
             for rows in _length_batches(order, lengths, self.tokens_per_batch):

@@ -13,6 +13,7 @@ import numpy as np
 from codeqa.retrieval.embedders.model_files import bundled_file
 from codeqa.retrieval.embedders.normalise import l2_normalised
 from codeqa.retrieval.errors import EmbedderUnavailable
+from codeqa.retrieval.records import well_formed
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -64,7 +65,9 @@ class StaticEmbedder:
         if not texts:
             return out
         tokenizer, table = self._model()
-        encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        encodings = tokenizer.encode_batch(
+            [well_formed(text) for text in texts], add_special_tokens=False
+        )
         for row, encoding in enumerate(encodings):
             ids = np.asarray(encoding.ids, dtype=np.int64)
             ids = ids[ids < table.shape[0]]

@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeqa.tui.chat.app import ChatConfig, CodeqaApp
+    from codeqa.tui.chat.driver import read_terminal_input_safely
     from codeqa.tui.memory import limit_malloc_arenas
 
     limit_malloc_arenas()  # before LanceDB starts its threads
@@ -43,5 +44,6 @@ def run(args: argparse.Namespace) -> int:
     repo = repository_from_args(args.repo, "chatting about").root
     settings = settings_from_args(args, repo)
     config = ChatConfig(repo=repo, settings=settings, agent=settings.agent())
+    read_terminal_input_safely()  # a byte that is not UTF-8 ended the chat; an ESC split a paste
     CodeqaApp(config).run()
     return 0

@@ -142,14 +142,20 @@ class CodeViewerScreen(Screen[None]):
         except CodeqaError as error:
             self.notify(str(error), title="No editor", severity="warning")
             return
+        failed: OSError | None = None
         try:
             with self.app.suspend():
-                result = subprocess.run(command, check=False)
+                # Caught inside: Textual's suspend takes the terminal back only when its
+                # block ends normally; an editor that could not start left a blank screen.
+                try:
+                    result = subprocess.run(command, check=False)
+                except OSError as error:
+                    failed = error
         except SuspendNotSupported:
             self.notify("this terminal cannot hand over to an editor", severity="warning")
             return
-        except OSError as error:
-            self.notify(f"could not start {command[0]!r}: {error}", severity="error")
+        if failed is not None:
+            self.notify(f"could not start {command[0]!r}: {failed}", severity="error")
             return
         if result.returncode != 0:
             self.notify(f"{command[0]} exited with status {result.returncode}", severity="warning")
@@ -162,6 +168,7 @@ def read_source(retriever: Retriever, path: str, *, as_indexed: bool = True) -> 
     """The text of a repo file for display, through the index's read check."""
     found = retriever.read_file(path, as_indexed=as_indexed)
     if isinstance(found, SkippedFile):
-        hint = "; re-index with ctrl+r" if found.reason is SkipReason.CHANGED else ""
+        stale = found.reason in (SkipReason.CHANGED, SkipReason.NO_SUCH_FILE)
+        hint = "; re-index with ctrl+r" if stale else ""
         raise SourceUnreadable(f"{path} is not shown: {found.reason}{hint}")
     return found.text

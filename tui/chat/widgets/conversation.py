@@ -8,6 +8,20 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
+# The most of a question shown above its answer (about 20 lines at 80 columns). A pasted
+# log of 200,000 characters was shown whole, thousands of lines that the answer came after;
+# the question is still asked as the assistant takes it (Assistant._capped).
+QUESTION_SHOWN_CHARS = 1_500
+
+
+def shown_question(question: str) -> str:
+    """`question` as the conversation shows it: its start, and how much more was asked."""
+    if len(question) <= QUESTION_SHOWN_CHARS:
+        return question
+    rest = len(question) - QUESTION_SHOWN_CHARS
+    return f"{question[:QUESTION_SHOWN_CHARS]}… ({rest:,} more characters asked, not shown)"
+
+
 _WELCOME = (
     "Ask a question about this repository, for example “where is the config loaded?”\n"
     "Every answer cites file:start-end; pick a citation on the right to read the code.\n"
@@ -110,7 +124,7 @@ class Conversation(VerticalScroll):
         if welcome:
             await welcome.remove()
         answer = AnswerMessage()
-        asked = QuestionMessage(visible(question), markup=False)
+        asked = QuestionMessage(visible(shown_question(question)), markup=False)
         await self.mount(asked, answer)
         self._pinned = asked
         self.keep_in_view()
