@@ -86,7 +86,7 @@ from codeqa.retrieval.records import (
     UnchangedFile,
 )
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
-from codeqa.retrieval.stores.protocol import Store
+from codeqa.retrieval.stores.protocol import BulkWrites, Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
 # what the embedder reads of a chunk.
@@ -841,8 +841,10 @@ def fill_vectors(
     notify(ProgressEvent("embed", 0, total))
     embedding = ThreadPoolExecutor(ahead, thread_name_prefix="codeqa-fill")
     writes = _FillWrites(store)
+    bulk = BulkWrites()
     try:
-        with store.bulk_writes(), writes:
+        # A store may write the fill aside and keep it only if the block ends well (bulk).
+        with store.bulk_writes(vector_fill=total) as bulk, writes:
             try:
                 for chunks in _chunks_to_embed(store, pending):
                     _raise_if_cancelled(cancel)
@@ -871,8 +873,9 @@ def fill_vectors(
         embedding.shutdown(wait=not local, cancel_futures=True)
         if report is not None:
             # Every pending chunk was missing its vector and each one written got it (the
-            # caller holds the lock: no other writer), so no scan of the store is needed.
-            report.vectors_pending = total - writes.written
+            # caller holds the lock: no other writer), so no scan of the store is needed;
+            # unless the store dropped a fill it wrote aside.
+            report.vectors_pending = total - (writes.written if bulk.kept else 0)
     if total:
         # Every row given a vector was rewritten, out of the full-text index and with its
         # old version still counted in BM25's statistics (see _settle_indexes).
