@@ -845,6 +845,7 @@ def fill_vectors(
     try:
         # A store may write the fill aside and keep it only if the block ends well (bulk).
         with store.bulk_writes(vector_fill=total) as bulk, writes:
+            writes.dropped_if_stopped = bulk.aside
             try:
                 for chunks in _chunks_to_embed(store, pending):
                     _raise_if_cancelled(cancel)
@@ -918,6 +919,7 @@ class _FillWrites:
         self.store = store
         self.written = 0  # vectors the store holds now
         self.unsettled = 0  # of `written`, rows rewritten since the indexes were rebuilt
+        self.dropped_if_stopped = False  # the store drops the fill's writes if it stops
         self._ids: list[str] = []
         self._vectors: list[np.ndarray] = []
 
@@ -947,8 +949,10 @@ class _FillWrites:
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         # A stopped fill stores what it finished but leaves the indexes to the settle after
         # the refresh that stopped it: rebuilding them here made that refresh wait (10-40 s
-        # on a monorepo) for statistics it would change again at once.
-        self.flush(maintain=kind is None)
+        # on a monorepo) for statistics it would change again at once. A fill the store
+        # writes aside and drops if it stops is not written at all: its vectors are cached.
+        if kind is None or not self.dropped_if_stopped:
+            self.flush(maintain=kind is None)
 
 
 def _result(future: Future[np.ndarray]) -> np.ndarray:

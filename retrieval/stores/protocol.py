@@ -38,10 +38,12 @@ def resolve_query_vector(query_vector: QueryVector) -> np.ndarray | None:
 
 @dataclass(slots=True)
 class BulkWrites:
-    """What a block of `Store.bulk_writes` left stored: `kept` is False when the store kept
-    a vector fill's writes aside and dropped them (the block stopped early, or a cluster
-    node died before they were indexed); the chunks then still lack their vectors."""
+    """How a block of `Store.bulk_writes` keeps its writes. `aside`: the store keeps them
+    only if the block ends without an error (a vector fill written aside); `kept`, read
+    after the block: False when the store dropped them (the block stopped early, or a
+    cluster node died before they were indexed), and the chunks still lack their vectors."""
 
+    aside: bool = False
     kept: bool = True
 
 

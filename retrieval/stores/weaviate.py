@@ -591,7 +591,7 @@ class WeaviateStore:
             return
         with self._write_lock, self._errors("starting the vector fill"):
             new, copy = self._next_generation()
-        outcome = BulkWrites(kept=False)
+        outcome = BulkWrites(aside=True, kept=False)
         self._aside = copy
         try:
             yield outcome
