@@ -86,7 +86,7 @@ from codeqa.retrieval.records import (
     UnchangedFile,
 )
 from codeqa.retrieval.search.keywords import KEYWORDS_VERSION
-from codeqa.retrieval.stores.protocol import Store
+from codeqa.retrieval.stores.protocol import BulkWrites, Store
 
 # What the stored rows depend on besides the embedder: chunk boundaries, keyword text and
 # what the embedder reads of a chunk.
@@ -841,8 +841,11 @@ def fill_vectors(
     notify(ProgressEvent("embed", 0, total))
     embedding = ThreadPoolExecutor(ahead, thread_name_prefix="codeqa-fill")
     writes = _FillWrites(store)
+    bulk = BulkWrites()
     try:
-        with store.bulk_writes(), writes:
+        # A store may write the fill aside and keep it only if the block ends well (bulk).
+        with store.bulk_writes(vector_fill=total) as bulk, writes:
+            writes.dropped_if_stopped = bulk.aside
             try:
                 for chunks in _chunks_to_embed(store, pending):
                     _raise_if_cancelled(cancel)
@@ -871,8 +874,9 @@ def fill_vectors(
         embedding.shutdown(wait=not local, cancel_futures=True)
         if report is not None:
             # Every pending chunk was missing its vector and each one written got it (the
-            # caller holds the lock: no other writer), so no scan of the store is needed.
-            report.vectors_pending = total - writes.written
+            # caller holds the lock: no other writer), so no scan of the store is needed;
+            # unless the store dropped a fill it wrote aside.
+            report.vectors_pending = total - (writes.written if bulk.kept else 0)
     if total:
         # Every row given a vector was rewritten, out of the full-text index and with its
         # old version still counted in BM25's statistics (see _settle_indexes).
@@ -915,6 +919,7 @@ class _FillWrites:
         self.store = store
         self.written = 0  # vectors the store holds now
         self.unsettled = 0  # of `written`, rows rewritten since the indexes were rebuilt
+        self.dropped_if_stopped = False  # the store drops the fill's writes if it stops
         self._ids: list[str] = []
         self._vectors: list[np.ndarray] = []
 
@@ -944,8 +949,10 @@ class _FillWrites:
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         # A stopped fill stores what it finished but leaves the indexes to the settle after
         # the refresh that stopped it: rebuilding them here made that refresh wait (10-40 s
-        # on a monorepo) for statistics it would change again at once.
-        self.flush(maintain=kind is None)
+        # on a monorepo) for statistics it would change again at once. A fill the store
+        # writes aside and drops if it stops is not written at all: its vectors are cached.
+        if kind is None or not self.dropped_if_stopped:
+            self.flush(maintain=kind is None)
 
 
 def _result(future: Future[np.ndarray]) -> np.ndarray:

@@ -131,11 +131,53 @@ def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(s
 
     with pytest.raises(Cancelled):
         build_index(repo, updated, cancel_after_one_batch, cancel=cancel)
-    with open_index(repo, updated) as index:
-        assert 0 < index.vectors_missing < index.chunk_count  # stopped halfway through
+    with open_index(repo, updated) as index:  # stopped halfway through
+        # LanceDB stores the finished batch; Weaviate drops a fill of every chunk, written
+        # aside, when it stops (the vectors wait in the vector cache; the next test).
+        assert 0 < index.vectors_missing <= index.chunk_count
+        assert index.vectors_missing < index.chunk_count or store.store == "weaviate"
     for f in (3, 9, 21):
         edit(repo / f"pkg{f % 3}" / f"m{f}.py", "# render the widget layout again\n")
     build_index(repo, updated)
+    assert differing(repo, updated, tmp_path) == []
+
+
+def test_a_weaviate_fill_of_every_chunk_rewrites_none_and_stopped_leaves_the_build_exact(
+    tmp_path,
+):
+    # Weaviate cannot write a vector alone: a fill replaced each object, re-indexing its
+    # properties and leaving the replaced postings counted in BM25's statistics, and then
+    # settled by copying the whole tenant, each object written twice. A fill of every chunk
+    # now writes each object once, with its vector, into the next generation, switched to
+    # when the fill ends; stopped, it leaves the keyword build as it was.
+    repo = tmp_path / "repo"
+    write_repo(repo, functions=250)  # ~400 chunks: two embedding batches
+    updated = replace(weaviate_settings(), embed_model=EMBED_MODEL, index_dir=tmp_path / "updated")
+    build_index(repo, updated, embed=False)
+    with open_index(repo, updated) as index:
+        built, chunks = index._store.tenant, index.chunk_count
+        assert index._store.keyword_drift() == 0
+    cancel = threading.Event()
+
+    def cancel_after_one_batch(event: ProgressEvent) -> None:
+        if event.phase == "embed" and event.done >= CHUNKS_PER_EMBED_BATCH:
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        build_index(repo, updated, cancel_after_one_batch, cancel=cancel)
+    with open_index(repo, updated) as index:
+        store = index._store
+        # Not one object rewritten, and the fill's generation dropped: no settle is due.
+        assert (store.tenant, store.keyword_drift(), index.vectors_missing) == (built, 0, chunks)
+        assert weaviate_store._tenants_of(store._shared, store.target) == [built]
+
+    report = build_index(repo, updated)
+    assert report.vectors_embedded <= chunks - CHUNKS_PER_EMBED_BATCH  # the rest: cached
+    with open_index(repo, updated) as index:
+        store = index._store
+        assert (index.vectors_missing, store.keyword_drift()) == (0, 0)
+        assert weaviate_store._tenants_of(store._shared, store.target) == [store.tenant]
+        assert store.tenant != built
     assert differing(repo, updated, tmp_path) == []
 
 

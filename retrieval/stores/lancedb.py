@@ -47,6 +47,7 @@ from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
+    BulkWrites,
     QueryTimeVectors,
     QueryVector,
     StoreHealth,
@@ -273,8 +274,9 @@ class LanceStore:
         return len(self._table.list_versions()) - 1
 
     @contextmanager
-    def bulk_writes(self) -> Iterator[None]:
-        """Writes inside the block leave the full-text index to the `optimize()` after it.
+    def bulk_writes(self, vector_fill: int = 0) -> Iterator[BulkWrites]:
+        """Writes inside the block leave the full-text index to the `optimize()` after it
+        (a vector fill's too: each is written where it goes, and kept).
 
         An indexing run writes a batch at a time and settles the index once at its end;
         maintained write by write, a cold build of django (5 batches) built the full-text
@@ -283,7 +285,7 @@ class LanceStore:
         """
         self._in_bulk = True
         try:
-            yield
+            yield BulkWrites()
         finally:
             self._in_bulk = False
 

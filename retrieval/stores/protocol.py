@@ -36,6 +36,17 @@ def resolve_query_vector(query_vector: QueryVector) -> np.ndarray | None:
     return query_vector() if callable(query_vector) else query_vector
 
 
+@dataclass(slots=True)
+class BulkWrites:
+    """How a block of `Store.bulk_writes` keeps its writes. `aside`: the store keeps them
+    only if the block ends without an error (a vector fill written aside); `kept`, read
+    after the block: False when the store dropped them (the block stopped early, or a
+    cluster node died before they were indexed), and the chunks still lack their vectors."""
+
+    aside: bool = False
+    kept: bool = True
+
+
 @dataclass(frozen=True, slots=True)
 class QueryTimeVectors:
     """How a hybrid search ranks keyword candidates that have no vector yet.
@@ -126,9 +137,15 @@ class Store(Protocol):
         that keeps none)."""
         ...
 
-    def bulk_writes(self) -> AbstractContextManager[None]:
+    def bulk_writes(self, vector_fill: int = 0) -> AbstractContextManager[BulkWrites]:
         """A block of writes after which the caller calls `optimize()` once: the search
-        indexes are left to it rather than maintained write by write (where that costs)."""
+        indexes are left to it rather than maintained write by write (where that costs).
+
+        `vector_fill`: the block is a vector fill, `set_vectors` for this many chunks that
+        lack a vector. A store may then keep the fill's writes aside until the block ends
+        without an error (Weaviate, when the fill covers every chunk); what it yields says
+        whether the block's writes were kept.
+        """
         ...
 
     def delete_paths(self, paths: Iterable[str]) -> None:

@@ -56,7 +56,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -69,6 +69,7 @@ from codeqa.retrieval.search.fusion import HYBRID_DEPTH, RRF_K, fuse_by_reciproc
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query, snowball_stems
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
+    BulkWrites,
     QueryTimeVectors,
     QueryVector,
     StoreHealth,
@@ -323,6 +324,8 @@ class WeaviateStore:
         self._counting_lock = threading.Lock()
         self._said_electing = False
         self._copies = 1  # the collection's replication factor, read when opening it
+        # The next generation a vector fill of every chunk writes into (`bulk_writes`).
+        self._aside: Collection | None = None
         try:
             # Before connecting: a mismatch fails fast.
             self._marked_tenant = _check_marker(target, dim)
@@ -363,12 +366,16 @@ class WeaviateStore:
         wanted = {chunk_id: vector for chunk_id, vector in zip(chunk_ids, checked, strict=True)}
         # A batch write replaces whole objects, so the stored properties travel again with
         # the vector (its keywords already analyzed: stemming twice would change them); ids
-        # no longer stored are simply not found, hence ignored.
+        # no longer stored are simply not found, hence ignored. Inside a fill of every chunk
+        # they go to the next generation instead, replacing nothing (`bulk_writes`).
         stored = self._fetch_by_chunk_ids(list(wanted))
         rows = [_properties(row, has_vector=True) for row in stored]
         if rows:
             vectors = np.stack([wanted[row["chunk_id"]] for row in rows])
-            self._write(rows, vectors, replacing=len(rows))
+            if self._aside is not None:
+                self._write(rows, vectors, replacing=0, into=self._aside)
+            else:
+                self._write(rows, vectors, replacing=len(rows))
 
     def delete_paths(self, paths: Iterable[str]) -> None:
         from weaviate.classes.query import Filter
@@ -554,35 +561,90 @@ class WeaviateStore:
         """
         if self.keyword_drift() == 0:
             return
-        from weaviate.classes.tenants import Tenant
-
         with self._write_lock, self._errors("settling the keyword index"):
             if not self._every_node_up():
                 return  # its drift stays counted, for a run with every node up to settle
-            self._await_leader()
-            old = self.tenant
-            new = _next_generation(old, self.target)
-            stale = [name for name in _tenants_of(self._shared, self.target) if name != old]
-            if stale:  # left by a settle that was killed (before or after its switch)
-                self._shared.tenants.remove(stale)
-            self._shared.tenants.create([Tenant(name=new)])
-            _visible(lambda: self._shared.tenants.exists(new))
-            copy = self._shared.with_tenant(new)
-            copied = self._copy_objects(self._collection, copy)
-            held = int(copy.aggregate.over_all(total_count=True).total_count or 0)
-            if held != copied:
-                raise StoreUnavailable(
-                    f"Weaviate at {self.target.where} holds {held} of the {copied} chunks "
-                    "copied into a fresh tenant; the index was left as it was"
-                )
-            if not self._vectors_indexed(new):
-                # Searched now, the copy would answer by vector without some of its chunks:
-                # the old tenant stays the index (its drift recorded), the next settle redoes it.
+            new, copy = self._next_generation()
+            self._switch_generation(new, copy, self._copy_objects(self._collection, copy))
+
+    @contextmanager
+    def bulk_writes(self, vector_fill: int = 0) -> Iterator[BulkWrites]:
+        """Weaviate indexes on write: nothing is left for later, but a vector fill of every
+        chunk the tenant holds (the first after a keyword build, or one resumed from the
+        vector cache) is written aside, into the next generation, each object once with its
+        vector, and that generation becomes the index when the block ends.
+
+        A vector cannot be written alone: `set_vectors` replaces the object, re-indexing
+        every property, and the replaced postings count in BM25's statistics until a settle
+        copies the tenant again (`settle`). So a whole fill wrote each object twice, then
+        read it back with its vector; written aside it is written once and never read. On
+        the 3-node test cluster that halved a fill's server work (docs/benchmarks.md).
+        Searches meanwhile answer from the tenant as it was: by keywords, with the vectors
+        of their best candidates computed at query time (`QueryTimeVectors`). A block that
+        stops early drops the generation (the fill's vectors are in its vector cache, so the
+        fill that resumes asks the model for none of them); a killed one leaves it for the
+        next settle or whole fill to drop, as a killed settle does. On a cluster it is done
+        only with every node up, as the settle is.
+        """
+        if vector_fill <= 0 or not self._fills_every_chunk(vector_fill):
+            yield BulkWrites()
+            return
+        with self._write_lock, self._errors("starting the vector fill"):
+            new, copy = self._next_generation()
+        outcome = BulkWrites(aside=True, kept=False)
+        self._aside = copy
+        try:
+            yield outcome
+        except BaseException:
+            self._aside = None
+            with suppress(Exception), self._write_lock, self._errors("dropping a stopped fill"):
                 self._shared.tenants.remove([new])
-                return
-            _update_marker(self.target, tenant=new, keyword_drift=0)
-            self.tenant, self._collection = new, copy
-            self._shared.tenants.remove([old])
+            raise
+        self._aside = None
+        with self._write_lock, self._errors("finishing the vector fill"):
+            outcome.kept = self._switch_generation(new, copy, vector_fill)
+
+    def _fills_every_chunk(self, vector_fill: int) -> bool:
+        """Whether a fill of `vector_fill` chunks gives every chunk of the tenant its vector,
+        with every node up (a tenant made with one down is empty through it for a while)."""
+        with self._errors("counting chunks"):
+            return vector_fill == self.count() and self._every_node_up()
+
+    def _next_generation(self) -> tuple[str, Collection]:
+        """The index's next generation: a fresh, empty tenant, and its name (the caller
+        holds the write lock). Generations left by a settle or fill that was killed, before
+        or after its switch, are dropped first."""
+        from weaviate.classes.tenants import Tenant
+
+        self._await_leader()
+        new = _next_generation(self.tenant, self.target)
+        stale = [name for name in _tenants_of(self._shared, self.target) if name != self.tenant]
+        if stale:
+            self._shared.tenants.remove(stale)
+        self._shared.tenants.create([Tenant(name=new)])
+        _visible(lambda: self._shared.tenants.exists(new))
+        return new, self._shared.with_tenant(new)
+
+    def _switch_generation(self, new: str, copy: Collection, objects: int) -> bool:
+        """Make the next generation `new`, written with `objects` objects, the index, once
+        its vectors are indexed; whether it did (else it is dropped, the old tenant kept)."""
+        held = int(copy.aggregate.over_all(total_count=True).total_count or 0)
+        if held != objects:
+            self._shared.tenants.remove([new])
+            raise StoreUnavailable(
+                f"Weaviate at {self.target.where} holds {held} of the {objects} chunks "
+                "written into a fresh tenant; the index was left as it was"
+            )
+        if not self._vectors_indexed(new):
+            # Searched now, the copy would answer by vector without some of its chunks:
+            # the old tenant stays the index (its drift recorded), the next settle redoes it.
+            self._shared.tenants.remove([new])
+            return False
+        old = self.tenant
+        _update_marker(self.target, tenant=new, keyword_drift=0)
+        self.tenant, self._collection = new, copy
+        self._shared.tenants.remove([old])
+        return True
 
     def _every_node_up(self) -> bool:
         """Whether every node of a replicated collection's cluster is up, as the node codeqa
@@ -634,10 +696,6 @@ class WeaviateStore:
     def prune_old_versions(self) -> int:
         """Weaviate keeps no old versions."""
         return 0
-
-    def bulk_writes(self) -> AbstractContextManager[None]:
-        """Nothing to leave for later: Weaviate indexes on write."""
-        return nullcontext()
 
     def health(self) -> StoreHealth:
         """Weaviate indexes on write, so every row is in its keyword index."""
@@ -769,10 +827,16 @@ class WeaviateStore:
     # ---- internals ----------------------------------------------------------------------
 
     def _write(
-        self, rows: list[dict[str, Any]], vectors: np.ndarray | None, *, replacing: int | None
+        self,
+        rows: list[dict[str, Any]],
+        vectors: np.ndarray | None,
+        *,
+        replacing: int | None,
+        into: Collection | None = None,
     ) -> None:
-        """Write whole objects; `replacing`: how many of them replace stored ones (None:
-        ask the server), counted as drift before the write (see `settle`)."""
+        """Write whole objects into the tenant (or `into`, a next generation); `replacing`:
+        how many of them replace stored ones (None: ask the server), counted as drift
+        before the write (see `settle`)."""
 
         with self._write_lock, self._errors("writing chunks"):
             self._await_leader()
@@ -784,19 +848,24 @@ class WeaviateStore:
             # too while the cluster has no leader (22 s after a kill, two timeouts in a row).
             step = self.tuning.batch_size * self.tuning.concurrent_requests
             for start in range(0, len(rows), step):
-                self._write_group(rows, vectors, list(range(start, min(start + step, len(rows)))))
+                group = list(range(start, min(start + step, len(rows))))
+                self._write_group(self._collection if into is None else into, rows, vectors, group)
 
     def _write_group(
-        self, rows: list[dict[str, Any]], vectors: np.ndarray | None, left: list[int]
+        self,
+        into: Collection,
+        rows: list[dict[str, Any]],
+        vectors: np.ndarray | None,
+        left: list[int],
     ) -> None:
-        """Write the rows at positions `left`, sending again those cut short."""
+        """Write the rows at positions `left` into `into`, sending again those cut short."""
         from weaviate.util import generate_uuid5
 
         failed: Any = []
         positions = {generate_uuid5(rows[p]["chunk_id"]): p for p in left}
         for attempt in self._retrying_writes():
             with attempt:
-                batching = self._collection.batch.fixed_size(
+                batching = into.batch.fixed_size(
                     batch_size=self.tuning.batch_size,
                     concurrent_requests=self.tuning.concurrent_requests,
                 )
@@ -807,7 +876,7 @@ class WeaviateStore:
                             uuid=generate_uuid5(rows[position]["chunk_id"]),
                             vector=None if vectors is None else _named(vectors[position]),
                         )
-                failed = self._collection.batch.failed_objects
+                failed = into.batch.failed_objects
                 if failed and all(_cut_short(f.message) for f in failed):
                     # Sent again, the same ids replace what a request did write.
                     left = sorted(positions[str(f.object_.uuid)] for f in failed)
