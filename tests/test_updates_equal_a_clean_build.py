@@ -170,6 +170,14 @@ def test_a_weaviate_fill_of_every_chunk_rewrites_none_and_stopped_leaves_the_bui
         # Not one object rewritten, and the fill's generation dropped: no settle is due.
         assert (store.tenant, store.keyword_drift(), index.vectors_missing) == (built, 0, chunks)
         assert weaviate_store._tenants_of(store._shared, store.target) == [built]
+        # A fill stopped again and again (by a resident process's refreshes) would never
+        # land written aside: the next one writes in place, each batch kept.
+        assert weaviate_store._read_marker(store.target)[weaviate_store.ASIDE_DROPPED_KEY]
+    cancel.clear()
+    with pytest.raises(Cancelled):
+        build_index(repo, updated, cancel_after_one_batch, cancel=cancel)
+    with open_index(repo, updated) as index:
+        assert 0 < index.vectors_missing < chunks  # stopped again: what it wrote is kept
 
     report = build_index(repo, updated)
     assert report.vectors_embedded <= chunks - CHUNKS_PER_EMBED_BATCH  # the rest: cached
@@ -178,6 +186,7 @@ def test_a_weaviate_fill_of_every_chunk_rewrites_none_and_stopped_leaves_the_bui
         assert (index.vectors_missing, store.keyword_drift()) == (0, 0)
         assert weaviate_store._tenants_of(store._shared, store.target) == [store.tenant]
         assert store.tenant != built
+        assert weaviate_store.ASIDE_DROPPED_KEY not in weaviate_store._read_marker(store.target)
     assert differing(repo, updated, tmp_path) == []
 
 

@@ -589,6 +589,13 @@ class WeaviateStore:
         if vector_fill <= 0 or not self._fills_every_chunk(vector_fill):
             yield BulkWrites()
             return
+        if _read_marker(self.target).get(ASIDE_DROPPED_KEY):
+            # The last fill written aside was stopped and dropped whole (under `serve` or
+            # `watch`, by a refresh): one that is stopped again and again, by edits every
+            # few minutes on a repository that takes longer to fill, would never land. This
+            # one writes in place, each batch kept, and a settle follows, as before.
+            yield BulkWrites()
+            return
         with self._write_lock, self._errors("starting the vector fill"):
             new, copy = self._next_generation()
         outcome = BulkWrites(aside=True, kept=False)
@@ -597,6 +604,7 @@ class WeaviateStore:
             yield outcome
         except BaseException:
             self._aside = None
+            _update_marker(self.target, **{ASIDE_DROPPED_KEY: True})
             with suppress(Exception), self._write_lock, self._errors("dropping a stopped fill"):
                 self._shared.tenants.remove([new])
             raise
@@ -641,7 +649,7 @@ class WeaviateStore:
             self._shared.tenants.remove([new])
             return False
         old = self.tenant
-        _update_marker(self.target, tenant=new, keyword_drift=0)
+        _update_marker(self.target, tenant=new, keyword_drift=0, **{ASIDE_DROPPED_KEY: None})
         self.tenant, self._collection = new, copy
         self._shared.tenants.remove([old])
         return True
@@ -1422,6 +1430,9 @@ def _check_marker(target: WeaviateTarget, dim: int) -> str | None:
 
 # The marker's count of objects replaced or deleted since the tenant was a clean build's.
 DRIFT_KEY = "keyword_drift"
+# Set when a vector fill written aside was stopped and dropped (bulk_writes), so that the
+# next fill writes in place; cleared by the next switch to a new generation.
+ASIDE_DROPPED_KEY = "fill_aside_dropped"
 # Every property a chunk's object holds (what a settle copies).
 STORED_PROPERTIES = (*CHUNK_COLUMNS, "chunk_id", KEYWORD_PROPERTY, "content_hash", "has_vector")
 # Two stores of one index in a process (a live index and its refresh) update it in turn;
