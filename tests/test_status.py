@@ -90,6 +90,16 @@ def test_status_without_an_index_is_one_line_naming_the_command_that_builds_it(
     assert "\n" not in error and "codeqa index" in error
 
 
+def test_status_takes_the_repository_as_a_path_as_index_does(small_repo, index_dir, capsys):
+    assert main(["index", str(small_repo), "--no-embed", "--index-dir", str(index_dir)]) == 0
+    capsys.readouterr()
+    assert main(["status", str(small_repo / "json"), "--index-dir", str(index_dir)]) == 0
+    assert f"root: {small_repo}" in capsys.readouterr().out  # a folder inside it: its git root
+    both = ["status", str(small_repo), "--repo", str(small_repo), "--index-dir", str(index_dir)]
+    assert main(both) == 1
+    assert "once" in capsys.readouterr().err
+
+
 def test_a_fill_running_shows_its_progress_before_the_store_takes_its_vectors(
     small_repo, index_dir
 ):

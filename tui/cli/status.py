@@ -31,17 +31,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "on disk since, and whether some process is indexing it. Never waits for a lock."
         ),
     )
-    parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
+    # `codeqa status ~/src/app` as `codeqa index ~/src/app` is typed: it was a usage error.
+    parser.add_argument("folder", nargs="?", type=Path, metavar="PATH", help="the same as --repo")
+    parser.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
     parser.add_argument("--json", action="store_true", help="one JSON object")
     add_index_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeqa.retrieval.errors import ConfigError
     from codeqa.tui.warm.client import print_reply, warm_reply
     from codeqa.tui.warm.protocol import StatusRequest
 
-    repo = repository_from_args(args.repo, "reporting on").root
+    if args.folder is not None and args.repo is not None:
+        raise ConfigError("name the repository once: PATH or --repo")
+    repo = repository_from_args(args.folder or args.repo or Path("."), "reporting on").root
     settings = settings_from_args(args, repo)
     request = StatusRequest(json=args.json)
     reply = warm_reply(repo, settings.index, settings.warm, request)
