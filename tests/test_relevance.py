@@ -494,6 +494,20 @@ def test_ask_says_first_that_nothing_in_the_repository_answers_an_out_of_scope_q
     assert "`json/decoder.py:" in reply["answer"]
 
 
+def test_ask_of_a_repository_with_no_code_says_no_closest_matches_follow(
+    tmp_path, index_dir, capsys, monkeypatch
+):
+    monkeypatch.delenv("CODEQA_MODEL", raising=False)
+    repo = tmp_path / "binaries"
+    repo.mkdir()
+    (repo / "tool.bin").write_bytes(bytes(range(256)) * 8)
+    args = ["ask", "how are routes matched?", "--repo", str(repo), "--index-dir", str(index_dir)]
+    assert main([*args, "--embed-model", "wordllama"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{NOTHING_RELEVANT}: the index holds no match.\n")
+    assert "closest matches follow" not in out
+
+
 @pytest.mark.slow  # builds a real index with the ONNX model through the CLI
 def test_ask_about_the_code_says_nothing_of_relevance(small_repo, index_dir, capsys, monkeypatch):
     monkeypatch.delenv("CODEQA_MODEL", raising=False)

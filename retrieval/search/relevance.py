@@ -196,8 +196,17 @@ from codeqa.retrieval.search.keywords import code_tokens, snowball_stems, writte
 # What search, ask and the chat say when the verdict is "no", each ending it in its own way
 # ("; closest matches:" above an offline answer's list).
 NOTHING_RELEVANT = "Nothing in this repository seems to answer this"
-# Above an answer (`ask`, its --json and MCP's `ask`): the same words wherever it is read.
+# Above an answer (`ask`, its --json and MCP's `ask` and `search`): the same words wherever
+# it is read (not_relevant_line).
 ANSWER_NOT_RELEVANT = f"{NOTHING_RELEVANT}; the closest matches follow."
+
+
+def not_relevant_line(matches: int) -> str:
+    """The verdict's line above an answer or results that hold `matches` locations: with
+    none (an empty repository, or one of binaries) no "closest matches" follow."""
+    return ANSWER_NOT_RELEVANT if matches else f"{NOTHING_RELEVANT}: the index holds no match."
+
+
 # Hits read: what `codeqa search` shows by default and what the fit used.
 RELEVANCE_HITS = 10
 # Words that carry no subject: question words, articles, auxiliaries, vague verbs.

@@ -188,7 +188,7 @@ def answer_question(
     """Print the answer to `request` from `live` (here, or in a warm server for a client);
     how many vectors it had. `stream` writes the draft to `out` as the model writes it."""
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
-    from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
+    from codeqa.retrieval.search.relevance import not_relevant_line
     from codeqa.retrieval.search.scope import PathScope
     from codeqa.tui.cli.progress import VectorCoverage
 
@@ -216,18 +216,17 @@ def answer_question(
         )
         relevance = answer.relevance
         assert relevance is not None  # the assistant always judges its answer
+        verdict = not_relevant_line(len(answer.sources))
         if not relevance.relevant and not request.json:
             # Above the answer; a streamed answer is already out, so it comes after that.
-            print(("\n\n" if stream else "") + f"{ANSWER_NOT_RELEVANT}\n", file=out)
+            print(("\n\n" if stream else "") + f"{verdict}\n", file=out)
         for note in answer.notes:
             if note.startswith(QUESTION_CUT_NOTE):
                 print(one_line(f"codeqa: note: {note}"), file=err)
         if request.json:
             reply = answer_to_json(answer) | {
                 # The answer a script shows says what the plain answer says above it.
-                "answer": answer.text
-                if relevance.relevant
-                else f"{ANSWER_NOT_RELEVANT}\n\n{answer.text}",
+                "answer": answer.text if relevance.relevant else f"{verdict}\n\n{answer.text}",
                 "relevant": relevance.relevant,
                 "why_not_relevant": relevance.reason,
                 "vectors_filled": round(coverage.filled, 4),

@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar
 from codeqa.retrieval.errors import CodeqaError
 from codeqa.retrieval.records import one_line
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
-from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT
+from codeqa.retrieval.search.relevance import not_relevant_line
 from codeqa.retrieval.status import status_lines
 from codeqa.tui import codeqa_version
 from codeqa.tui.graph_text import (
@@ -334,5 +334,5 @@ def _search_text(page: SearchPage) -> str:
             f"note: {page.vectors_missing} chunks have no vector yet (keywords cover them)"
         )
     if page.relevant is False:  # first, as above an answer: an agent reads on knowing it
-        blocks.insert(0, ANSWER_NOT_RELEVANT)
+        blocks.insert(0, not_relevant_line(len(page.results)))
     return "\n\n".join(blocks)

@@ -27,7 +27,7 @@ from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, one_line
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
-from codeqa.retrieval.search.relevance import ANSWER_NOT_RELEVANT, Relevance, subject_words
+from codeqa.retrieval.search.relevance import Relevance, not_relevant_line, subject_words
 from codeqa.retrieval.search.scope import PathScope
 from codeqa.retrieval.status import IndexStatus, build_step, first_build_status
 from codeqa.tui.graph_text import (
@@ -424,7 +424,7 @@ class IndexService:
         text = answer.text
         relevance = answer.relevance
         if relevance is not None and not relevance.relevant:
-            text = f"{ANSWER_NOT_RELEVANT}\n\n{text}"
+            text = f"{not_relevant_line(len(answer.sources))}\n\n{text}"
         return AskResult(
             text,
             [str(c) for c in answer.citations],
