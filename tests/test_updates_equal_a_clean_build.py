@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,15 +120,22 @@ def test_renames_deletes_and_keyword_first_refreshes_search_as_a_clean_build(sto
     assert differing(repo, updated, tmp_path) == []
 
 
+def cancelling_after_one_batch(cancel: threading.Event) -> Callable[[ProgressEvent], None]:
+    """A progress callback that stops the vector fill once its first batch is embedded."""
+
+    def cancel_after_one_batch(event: ProgressEvent) -> None:
+        if event.phase == "embed" and event.done >= CHUNKS_PER_EMBED_BATCH:
+            cancel.set()
+
+    return cancel_after_one_batch
+
+
 def test_a_fill_interrupted_then_resumed_after_edits_searches_as_a_clean_build(store, tmp_path):
     repo = tmp_path / "repo"
     write_repo(repo, functions=250)  # ~400 chunks: two embedding batches
     updated = replace(store, index_dir=tmp_path / "updated")
     cancel = threading.Event()
-
-    def cancel_after_one_batch(event: ProgressEvent) -> None:
-        if event.phase == "embed" and event.done >= CHUNKS_PER_EMBED_BATCH:
-            cancel.set()
+    cancel_after_one_batch = cancelling_after_one_batch(cancel)
 
     with pytest.raises(Cancelled):
         build_index(repo, updated, cancel_after_one_batch, cancel=cancel)
@@ -158,10 +166,7 @@ def test_a_weaviate_fill_of_every_chunk_rewrites_none_and_stopped_leaves_the_bui
         built, chunks = index._store.tenant, index.chunk_count
         assert index._store.keyword_drift() == 0
     cancel = threading.Event()
-
-    def cancel_after_one_batch(event: ProgressEvent) -> None:
-        if event.phase == "embed" and event.done >= CHUNKS_PER_EMBED_BATCH:
-            cancel.set()
+    cancel_after_one_batch = cancelling_after_one_batch(cancel)
 
     with pytest.raises(Cancelled):
         build_index(repo, updated, cancel_after_one_batch, cancel=cancel)
