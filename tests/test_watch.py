@@ -116,6 +116,24 @@ def test_watch_refreshes_an_edit_and_ctrl_c_exits_130_leaving_a_healthy_unlocked
     assert "src/decoder.py" not in _manifest_files(index_dir)
 
 
+@pytest.mark.slow  # runs `codeqa watch` as a process over a real index
+def test_watch_stopped_by_sigterm_leaves_the_index_consistent_and_exits_143(repo, tmp_path):
+    index_dir = tmp_path / "index"
+    command = [sys.executable, "-m", "codeqa.tui", "watch", str(repo / "src")]
+    command += ["--index-dir", str(index_dir), "--embed-model", EMBED_MODEL]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        LineReader(process.stdout).wait_for("watching ")
+        process.send_signal(signal.SIGTERM)  # a service manager's stop
+        assert process.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "the index is consistent" in process.stderr.read()
+
+
 def _chunk_count(index_dir: Path, repo: Path) -> int:
     return check_index(repo, IndexSettings(index_dir=index_dir)).chunks
 

@@ -3,7 +3,7 @@
 Each burst of changes is re-read keyword-first (searchable at once) and reported in one
 line; missing vectors are filled in the background while nothing changes, and paused
 while a refresh runs. Ctrl-C lets the step under way finish at a safe point, so the index
-is left consistent and unlocked, and exits 130.
+is left consistent and unlocked, and exits 130 (143 after SIGTERM).
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from codeqa.retrieval.live import LiveEvent
     from codeqa.retrieval.records import IndexReport
     from codeqa.tui.warm.server import WarmServer
-
-INTERRUPTED = 130
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,9 +91,12 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
 
     live.subscribe(say)
 
+    stopped_by: list[int] = []  # the signal that stopped it: its exit status is 128 + it
+
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():  # a second Ctrl-C: the user will not wait for a safe point
             raise KeyboardInterrupt
+        stopped_by.append(signum)
         stop.set()
         live.stop_filling_soon()
 
@@ -154,7 +155,8 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
     if not live.vectors_complete:
         stopped += f"; `{index_command(root, settings, *trust_flags(args))}` fills the vectors left"
     print(one_line(stopped), file=sys.stderr)
-    return 0 if idle.is_set() else INTERRUPTED
+    # 130 after Ctrl-C, 143 after SIGTERM (a service manager's stop), as shells report them.
+    return 0 if idle.is_set() else 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
 
 
 def _stop_when_idle(
