@@ -144,3 +144,25 @@ def test_ask_while_another_codeqa_updates_the_index_answers_from_it_as_it_is(
     captured = capsys.readouterr()
     assert json.loads(captured.out)["citations"][0]["path"] == "json/scanner.py"
     assert "another codeqa process is updating this index" in captured.err
+
+
+def test_a_warm_servers_search_while_it_fills_the_vectors_names_no_command_to_run(
+    small_repo, index_dir, monkeypatch
+):
+    from io import StringIO
+
+    from codeqa.retrieval.live import LiveIndex
+    from codeqa.tui.cli.search import answer_search
+    from codeqa.tui.warm.protocol import SearchRequest
+
+    assert main(["index", str(small_repo), "--index-dir", str(index_dir), "--no-embed"]) == 0
+    monkeypatch.setattr(LiveIndex, "filling", property(lambda self: True))  # as serve's fill
+    request = SearchRequest("scanner", "hybrid", 3, False, (), "")
+    err = StringIO()
+    with LiveIndex(small_repo, IndexSettings(index_dir=index_dir)) as live:
+        live.open()
+        assert answer_search(request, live, StringIO(), err) == 0
+    assert (
+        "have no vector yet (keyword search covers them); they are being filled" in err.getvalue()
+    )
+    assert "codeqa index" not in err.getvalue()

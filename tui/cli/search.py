@@ -173,10 +173,12 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
     with live.borrow() as index:
         if missing:
             finish = index_command(index.repo_root, live.settings, *request.trust_flags)
+            # A warm server (serve, watch) filling them already: no command to run.
+            then = "they are being filled" if live.filling else f"`{finish}` finishes embedding"
             print(
                 one_line(
                     f"codeqa: note: {missing} of {index.chunk_count} chunks have no vector "
-                    f"yet (keyword search covers them); `{finish}` finishes embedding"
+                    f"yet (keyword search covers them); {then}"
                 ),
                 file=err,
             )
