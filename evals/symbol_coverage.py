@@ -78,7 +78,7 @@ def _coverage(index: Index, folder: Path) -> tuple[Counter[str], list[str]]:
 
 def _by_chunk_symbol(definition: Definition, chunks: list[Chunk]) -> bool:
     return any(
-        symbol_match_rank(chunk.symbols, definition.qualname) is not None
+        symbol_match_rank(chunk.symbol, definition.qualname) is not None
         and chunk.start_line <= definition.start_line <= chunk.end_line
         for chunk in chunks
     )

@@ -471,7 +471,7 @@ class Index:
                 continue  # a later piece of a definition already listed from its first
             pieces.add((chunk.path, chunk.symbol))
             if self.scope.admits(chunk.path, chunk.language):
-                rank = symbol_match_rank(chunk.symbols, name) or 0
+                rank = symbol_match_rank(chunk.symbol, name) or 0
                 ranked.append(((rank, chunk.path, chunk.start_line), _chunk_site(chunk)))
         ranked.sort(key=lambda pair: pair[0])
         return [site for _, site in ranked[:limit]]

@@ -153,10 +153,6 @@ class ChunkKind(StrEnum):
     WHOLE_FILE = "whole-file"
 
 
-# How the chunker joins the names of the definitions it merges into one chunk.
-SYMBOL_SEPARATOR = ", "
-
-
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """A contiguous piece of one file; its text is exactly lines start_line..end_line.
@@ -170,16 +166,10 @@ class Chunk:
     end_line: int  # 1-based, inclusive
     language: str | None
     kind: ChunkKind
-    symbol: str | None  # qualified, e.g. "Session.request"; "a, B.c" for definitions merged
+    symbol: str | None  # qualified, e.g. "Session.request"
     signature: str | None
     text: str
     header: str  # context for embedding and keyword search: path, class, signature, imports
-
-    @property
-    def symbols(self) -> tuple[str, ...]:
-        """Each definition's qualified name: the chunker merges small neighbours into one
-        chunk and joins their names ("NewCounterFunc, AppendWord")."""
-        return tuple(self.symbol.split(SYMBOL_SEPARATOR)) if self.symbol else ()
 
     @property
     def chunk_id(self) -> str:

@@ -109,16 +109,6 @@ def test_chunks_of_a_mentioned_file_and_named_symbol_move_up():
     assert [h.chunk.path for h in boosted[1:]] == ["requests/models.py"] * 2
 
 
-def test_a_definition_named_by_the_question_is_lifted_though_the_chunker_merged_it():
-    """Small neighbours are merged into one chunk whose symbol joins their names: the
-    function asked about by name is still lifted, as it is in a chunk of its own."""
-    hits = [SearchHit(chunk("prom/vec.go", 1 + 10 * i, f"Vec.f{i}", "go"), 1.0) for i in range(5)]
-    merged = chunk("prom/counter.go", 300, "NewCounterFunc, AppendWordZq", "go")
-    hits.append(SearchHit(merged, 0.1))
-    ranked = rerank(hits, analyze_query("what does AppendWordZq do?"), {}, RankingTuning(), 3)
-    assert ranked[0].chunk == merged
-
-
 def test_prose_chunks_rank_below_code_that_scored_close_to_them():
     hits = [
         SearchHit(chunk("CHANGES.rst", 1, None, "rst"), 1.0),

@@ -30,13 +30,6 @@ def test_find_symbol_keeps_true_matches_exact_first_then_by_path_and_line_up_to_
     ]
 
 
-def test_find_symbol_finds_a_definition_the_chunker_merged_with_its_neighbours():
-    merged = symbol_chunk("a.py", 4, "helper, Session.send")
-    ranked = rank_symbol_matches([symbol_chunk("b.py", 1, "sender"), merged], "send", limit=4)
-    assert ranked == [merged]
-    assert rank_symbol_matches([merged], "helper", limit=4) == [merged]
-
-
 def test_rows_are_scaled_to_unit_length_and_zero_rows_stay_zero():
     rows = np.array([[3.0, 4.0], [0.0, 0.0]], dtype=np.float32)
     unit = l2_normalised(rows)

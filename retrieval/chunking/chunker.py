@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from codeqa.retrieval.chunking import grammars
-from codeqa.retrieval.records import IMPORTS_PREFIX, SYMBOL_SEPARATOR, Chunk, ChunkKind, SourceFile
+from codeqa.retrieval.records import IMPORTS_PREFIX, Chunk, ChunkKind, SourceFile
 from tree_sitter import Node
 
 # Bump whenever the chunks produced for the same file change: indexes built by another
@@ -503,7 +503,7 @@ class _Cutter:
         chunks: list[Chunk] = []
         for span in spans:
             header = _header(self.file.path, span, imports_line)
-            symbol = SYMBOL_SEPARATOR.join(dict.fromkeys(span.symbols)) or None
+            symbol = ", ".join(dict.fromkeys(span.symbols)) or None
             signature = "\n".join(span.signatures) or None
             for first, last, begin, end in self._capped(span.start, span.end):
                 chunks.append(

@@ -480,19 +480,13 @@ def graph_definition(chunk: Chunk, graph: GraphEvidence, names: frozenset[str]) 
 
 
 def symbol_match(chunk: Chunk, names: frozenset[str]) -> float:
-    """1 when the question names one of the chunk's symbols in full, 0.5 its last part, else
-    0. A chunk of merged small definitions has several ("NewCounterFunc, AppendWord"):
-    compared whole, none matched, and a definition asked by name lost its lift."""
-    if not names:
+    """1 when the question names the chunk's full symbol, 0.5 for its last part, else 0."""
+    if not chunk.symbol or not names:
         return 0.0
-    best = 0.0
-    for symbol in chunk.symbols:
-        symbol = symbol.lower()
-        if symbol in names:
-            return 1.0
-        if symbol.rsplit(".", 1)[-1] in names:
-            best = 0.5
-    return best
+    symbol = chunk.symbol.lower()
+    if symbol in names:
+        return 1.0
+    return 0.5 if symbol.rsplit(".", 1)[-1] in names else 0.0
 
 
 def declaration_penalty(

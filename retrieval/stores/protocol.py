@@ -253,19 +253,23 @@ def check_vectors(vectors: np.ndarray, rows: int, dim: int) -> np.ndarray:
     return array
 
 
-def symbol_match_rank(symbols: Iterable[str], name: str) -> int | None:
-    """0 when one of a chunk's `symbols` is `name`, 1 when one ends in `.name`, else None."""
-    ranks = [0 if s == name else 1 for s in symbols if s == name or s.endswith("." + name)]
-    return min(ranks, default=None)
+def symbol_match_rank(symbol: str | None, name: str) -> int | None:
+    """0 for an exact symbol match, 1 for a `.name` suffix match, None otherwise."""
+    if symbol is None:
+        return None
+    if symbol == name:
+        return 0
+    if symbol.endswith("." + name):
+        return 1
+    return None
 
 
 def rank_symbol_matches(chunks: Iterable[Chunk], name: str, limit: int) -> list[Chunk]:
     """`find_symbol`'s answer from a store's candidates: true matches only, exact ones
-    first, then by path and start line, at most `limit`. A chunk of merged definitions
-    matches by any of them."""
+    first, then by path and start line, at most `limit`."""
     ranked = []
     for chunk in chunks:
-        rank = symbol_match_rank(chunk.symbols, name)
+        rank = symbol_match_rank(chunk.symbol, name)
         if rank is not None:
             ranked.append(((rank, chunk.path, chunk.start_line), chunk))
     ranked.sort(key=lambda pair: pair[0])
