@@ -76,16 +76,21 @@ class LineReader:
         raise AssertionError(f"no line starting {prefix!r} within {timeout} s")
 
 
+def start_watch(repo: Path, index_dir: Path, cwd: Path) -> subprocess.Popen[str]:
+    """`codeqa watch` on `repo/src` as a process, its output read as text."""
+    command = [sys.executable, "-m", "codeqa.tui", "watch", str(repo / "src")]
+    command += ["--index-dir", str(index_dir), "--embed-model", EMBED_MODEL]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd
+    )
+
+
 @pytest.mark.slow  # runs `codeqa watch` as a process over a real index: ~10 s
 def test_watch_refreshes_an_edit_and_ctrl_c_exits_130_leaving_a_healthy_unlocked_index(
     repo, tmp_path
 ):
     index_dir = tmp_path / "index"
-    command = [sys.executable, "-m", "codeqa.tui", "watch", str(repo / "src")]
-    command += ["--index-dir", str(index_dir), "--embed-model", EMBED_MODEL]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
-    )
+    process = start_watch(repo, index_dir, tmp_path)
     try:
         out = LineReader(process.stdout)
         started = out.wait_for("watching ")
@@ -119,11 +124,7 @@ def test_watch_refreshes_an_edit_and_ctrl_c_exits_130_leaving_a_healthy_unlocked
 @pytest.mark.slow  # runs `codeqa watch` as a process over a real index
 def test_watch_stopped_by_sigterm_leaves_the_index_consistent_and_exits_143(repo, tmp_path):
     index_dir = tmp_path / "index"
-    command = [sys.executable, "-m", "codeqa.tui", "watch", str(repo / "src")]
-    command += ["--index-dir", str(index_dir), "--embed-model", EMBED_MODEL]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
-    )
+    process = start_watch(repo, index_dir, tmp_path)
     try:
         LineReader(process.stdout).wait_for("watching ")
         process.send_signal(signal.SIGTERM)  # a service manager's stop
