@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
+from codeqa.retrieval.chunking.languages import is_prose
 from codeqa.retrieval.graph import is_test_path
 from codeqa.retrieval.records import ChunkKind, SearchHit
 from codeqa.retrieval.search.query import QueryAnalysis
@@ -113,7 +113,7 @@ def candidate_features(
         row[3] = symbol_match(chunk, names)
         row[4] = float(chunk_id in graph.called)
         row[5] = float(chunk_id in graph.defining and not row[3])  # as graph_definition
-        row[6] = float(chunk.language in PROSE_LANGUAGES)
+        row[6] = float(is_prose(chunk.path, chunk.language))
         row[7] = float(no_data_asked and mostly_literals(chunk))
         row[8] = float(no_tests_asked and is_test_path(path))
         row[9] = math.log1p(file_count[path])

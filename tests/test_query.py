@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from codeqa.retrieval.chunking.languages import is_prose
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit
 from codeqa.retrieval.search.query import analyze_query, embedding_query, module_paths
 from codeqa.retrieval.search.rerank import (
@@ -120,6 +121,27 @@ def test_prose_chunks_rank_below_code_that_scored_close_to_them():
     assert [h.chunk.path for h in ranked] == ["src/app.py", "CHANGES.rst", "docs/api.md"]
     unpenalised = rerank(hits, analysis, {}, RankingTuning(prose_penalty=0), limit=3)
     assert [h.chunk.path for h in unpenalised][0] == "CHANGES.rst"
+
+
+def test_text_and_data_in_a_docs_folder_rank_as_prose_and_code_there_stays_code():
+    # jq's manual is YAML under docs/: it outranked main.c for "where does jq read its
+    # command line options?". Go's package `doc` is code that lives in a folder of that name.
+    hits = [
+        SearchHit(chunk("docs/content/manual.yml", 1, None, "yaml"), 1.0),
+        SearchHit(chunk("src/main.c", 1, "main", "c"), 0.9),
+        SearchHit(chunk("go/doc/reader.go", 1, "readType", "go"), 0.8),
+        SearchHit(chunk("config/settings.yml", 1, None, "yaml"), 0.7),
+    ]
+    analysis = analyze_query("where are the command line options read?")
+    ranked = rerank(hits, analysis, {}, RankingTuning(), limit=4)
+    assert [h.chunk.path for h in ranked] == [
+        "src/main.c",
+        "go/doc/reader.go",
+        "config/settings.yml",
+        "docs/content/manual.yml",
+    ]
+    assert is_prose("Documentation/guide.html", "html") and is_prose("NOTES", None)
+    assert not is_prose("docs/conf.py", "python") and not is_prose("ci/build.yml", "yaml")
 
 
 def test_test_files_rank_below_the_code_they_test_unless_the_question_asks_about_tests():

@@ -16,6 +16,23 @@ from codeqa.retrieval.errors import UnknownLanguage
 # code that matches as well, and offline answers list them after code.
 PROSE_LANGUAGES = frozenset({None, "markdown", "rst", "org", "text", "asciidoc"})
 
+# A project's documentation folders. Text or data kept there documents the code as Markdown
+# does (jq's manual is YAML, a site's pages HTML); code there (Go's package `doc`, Sphinx's
+# conf.py) stays code.
+DOCS_FOLDERS = frozenset({"doc", "docs", "documentation"})
+_DOCUMENT_FORMATS = frozenset({"yaml", "json", "toml", "xml", "html"})
+
+
+def is_prose(path: str, language: str | None) -> bool:
+    """Whether the file at `path` is prose to rank and list after code: a prose language,
+    or text or data in a documentation folder."""
+    if language in PROSE_LANGUAGES:
+        return True
+    if language not in _DOCUMENT_FORMATS:
+        return False
+    return any(part.lower() in DOCS_FOLDERS for part in path.split("/")[:-1])
+
+
 # Whole file names that say more than their extension (or have none).
 _BY_FILE_NAME: dict[str, str] = {
     "makefile": "make",

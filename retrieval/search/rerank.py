@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES
+from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES, is_prose
 from codeqa.retrieval.graph import is_test_path
 from codeqa.retrieval.records import Chunk, SearchHit
 from codeqa.retrieval.search.query import QueryAnalysis, module_paths
@@ -580,7 +580,7 @@ def rerank(
         + (tuning.callee_weight if hit.chunk.chunk_id in graph.called else 0.0)
         + (0.0 if callers else graph_definition(hit.chunk, graph, names) * tuning.definition_weight)
         + (tuning.caller_weight if hit.chunk.chunk_id in graph.calling else 0.0)
-        - (tuning.prose_penalty if hit.chunk.language in PROSE_LANGUAGES else 0.0)
+        - (tuning.prose_penalty if is_prose(hit.chunk.path, hit.chunk.language) else 0.0)
         - (data_penalty if data_penalty and mostly_literals(hit.chunk) else 0.0)
         - (test_penalty if is_test_chunk(hit.chunk) else 0.0)
         - (example_penalty if is_example_path(hit.chunk.path) else 0.0)
