@@ -13,6 +13,8 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from codeqa.retrieval.chunking.grammars import SPECS as CHUNKED_LANGUAGES
+from codeqa.retrieval.chunking.languages import language_for, language_title
 from codeqa.retrieval.config import (
     IndexSettings,
     index_command,
@@ -101,6 +103,9 @@ QUERY_TIME_VECTORS_KEPT = 4096
 # A search's write to the vector cache waits this long for the fill's write to end (each
 # takes milliseconds); past it the vectors are only not cached, instead of a stalled search.
 SEARCH_WAITS_FOR_CACHE_SECONDS = 0.5
+# A graph query for a name defined only in languages the graph does not read names this
+# many of its definitions (one line), then says there are more.
+GRAPH_MISS_SITES = 2
 
 
 # `vectors_pending` of a fill that failed before it began to count.
@@ -476,6 +481,39 @@ class Index:
         ranked.sort(key=lambda pair: pair[0])
         return [site for _, site in ranked[:limit]]
 
+    def graph_miss(self, symbol: str, error: UnknownSymbol) -> UnknownSymbol:
+        """What to say when the code graph has no definition of `symbol` (its `error`), so
+        that a name defined in code the graph does not read is never called missing: where
+        the index holds a definition of it in such a language; else, when the repository
+        has code the graph does not read, that it does not; else `error` itself."""
+        covered = _and_list(list(dict.fromkeys(map(language_title, GRAPH_LANGUAGES))))
+        sites = self.definition_sites(symbol, GRAPH_MISS_SITES + 1)
+        if sites:
+            shown = ", ".join(
+                f"{site.location} ({language_title(site.chunk.language or '')})"
+                for site in sites[:GRAPH_MISS_SITES]
+            )
+            more = " and elsewhere" if len(sites) > GRAPH_MISS_SITES else ""
+            return UnknownSymbol(
+                f"{symbol} is defined in {shown}{more}, which the code graph does not cover "
+                f"(it covers {covered}); try `codeqa search {symbol}`"
+            )
+        # A definition in a small file's one chunk, or among merged small ones, has no chunk
+        # named for it: the files' languages still say whether the graph could have seen it.
+        unread = {
+            language
+            for path in self.manifest.files
+            if (language := language_for(path)) in CHUNKED_LANGUAGES
+            and language not in GRAPH_LANGUAGES
+        }
+        if not unread:
+            return error
+        languages = _and_list(sorted({language_title(name) for name in unread}))
+        return UnknownSymbol(
+            f"{error}; it covers {covered}, not this repository's {languages} code: "
+            f"try `codeqa search {symbol}`"
+        )
+
     def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
         """`path` read now under discovery's rules, as the index holds it; or why it is refused.
 
@@ -655,6 +693,11 @@ def _holding(hits: list[SearchHit], definitions: list[Definition]) -> frozenset[
             for start, end in spans.get(hit.chunk.path, ())
         )
     )
+
+
+def _and_list(names: list[str]) -> str:
+    """`a, b and c`."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def _overlaps(definition: Definition, chunk: Chunk) -> bool:

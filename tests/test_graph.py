@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -508,6 +509,69 @@ def test_cli_builds_a_missing_graph_prints_json_and_one_error_line_for_unknown_s
     assert captured.err.strip().splitlines() == [
         "codeqa: error: no definition of 'no_such_name' in the code graph"
     ]
+
+
+def _ruby_methods(names: list[str]) -> str:
+    """A Ruby class of long-enough methods that each is a chunk named for it."""
+    body = "".join(
+        f"  def {name}(text, length)\n    part = text[0, length]\n    part.strip\n"
+        f"    part.upcase\n  end\n\n"
+        for name in names
+    )
+    return f"class Parser\n{body}end\n"
+
+
+def test_a_name_defined_only_in_code_the_graph_does_not_read_is_not_called_missing(
+    tmp_path, capsys
+):
+    """refs, callers and impact (CLI and MCP) on a name the graph lacks say where the index
+    holds its definition, in a language the graph does not read, and which ones it does."""
+    from codeqa.retrieval.errors import UnknownSymbol
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli import main
+    from codeqa.tui.mcp.service import IndexService
+    from codeqa.tui.settings import Settings
+
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    names = ["parse_sized", *(f"step_{n}" for n in range(24))]
+    (repo / "lib" / "parser.rb").write_text(_ruby_methods(names))  # a chunk per method
+    (repo / "lib" / "tiny.rb").write_text("def tiny_helper\n  1\nend\n")  # one whole chunk
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(repo, settings, embed=False)
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index")]
+    capsys.readouterr()
+
+    defined = (
+        "parse_sized is defined in lib/parser.rb:1-6 (Ruby), which the code graph does not "
+        "cover (it covers Python, "
+    )
+    for command in ("callers", "refs", "impact"):
+        assert main([command, "parse_sized", *where]) == 1
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert line.startswith("codeqa: error: " + defined), line
+        assert line.endswith(" and Java); try `codeqa search parse_sized`"), line
+        assert captured.out == ""
+
+    # No chunk is named for a definition in a small file: the languages still tell.
+    assert main(["callers", "tiny_helper", *where]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        "codeqa: error: no definition of 'tiny_helper' in the code graph; it covers Python, "
+    ), line
+    assert line.endswith(
+        " and Java, not this repository's Ruby code: try `codeqa search tiny_helper`"
+    )
+
+    service = IndexService(repo, Settings(index=settings))
+    try:
+        for relation in ("callers", "references", "impact"):
+            with pytest.raises(UnknownSymbol, match="^" + re.escape(defined)):
+                service.code_graph("parse_sized", relation)
+    finally:
+        service.close()
 
 
 def test_a_name_defined_twice_in_one_file_stays_ambiguous(graph):
