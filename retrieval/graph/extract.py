@@ -18,6 +18,7 @@ from codeqa.retrieval.graph.records import (
     KIND_FUNCTION,
     KIND_METHOD,
     KIND_VARIABLE,
+    THROUGH_POINTER,
     Base,
     Call,
     Definition,
@@ -88,6 +89,7 @@ def _query(language: str) -> Query | None:
         | spec.variables
         | spec.bindings
         | spec.macros
+        | spec.locals
         | frozenset(spec.calls)
     )
     present = sorted(kind for kind in wanted if grammar.id_for_node_kind(kind, True) is not None)
@@ -161,6 +163,8 @@ class _Walker:
         self.attributes: dict[tuple[str, str], set[str | None]] = {}
         self.wanted_locals: set[tuple[str | None, str]] = set()
         self.wanted_attributes: set[tuple[str | None, str]] = set()
+        # C: the parameters and locals declared so far in each function, by its qualname.
+        self.declared_locals: dict[str, set[str]] = {}
 
     def run(self, root: Node, query: Query, outer: _Scope | None = None) -> None:
         """Visit the query's nodes in document order, tracking which definition holds each
@@ -248,6 +252,8 @@ class _Walker:
         else:
             if kind in spec.variables and scope.caller is None:  # not inside a function
                 self._variables(node, scope.names)
+            if kind in spec.locals and scope.caller is not None:
+                self._declare_locals(node, scope.caller)
             if kind in spec.fields and scope.caller in self.class_names:
                 self._fields(node, scope.names)
             if kind in spec.bindings:
@@ -260,6 +266,8 @@ class _Walker:
         name = self._name(node)
         if not name:
             return None
+        if self.spec.flat_names:
+            scope = ()
         qualname = ".".join((*scope, name)) if "." not in name else name
         is_class = node.type in self.spec.classes
         owner_is_class = bool(scope) and ".".join(scope) in self.class_names
@@ -276,8 +284,10 @@ class _Walker:
             returns = _annotation(declared)
             if returns == "Self" and scope:  # Rust: the type of the impl it is in
                 returns = ".".join(scope)
+        # C: a `static` function, and a type, are seen by their own file and its includers.
+        file_local = self.spec.flat_names and (is_class or "static" in _storage(node))
         definition = Definition(
-            self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns
+            self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns, file_local
         )
         if is_class:
             self.class_names.add(qualname)
@@ -290,13 +300,23 @@ class _Walker:
             receiver_type = _go_receiver_type(node)
             name = _text(node.child_by_field_name("name"))
             return f"{receiver_type}.{name}" if receiver_type and name else name or None
+        if self.spec.flat_names:
+            if node.type in self.spec.functions:  # C: `int *f(void)`, by its declarator
+                declared, is_function = _declared(node.child_by_field_name("declarator"))
+                return declared if is_function else None
+            if node.child_by_field_name("body") is None:  # `struct a *p`: a use, no definition
+                return None
         name_node = node.child_by_field_name("name")
         name = _text(name_node)
         return name if name and "\n" not in name else None
 
     def _variables(self, node: Node, scope: tuple[str, ...]) -> None:
         """`X = …` at module level (each of `a, b = …`), a Rust `const`/`static` (in an impl:
-        `Type.X`), a Go `const`/`var` spec (each of `a, b = …`)."""
+        `Type.X`), a Go `const`/`var` spec (each of `a, b = …`), C's file-level variables,
+        typedefs and `#define`s."""
+        if self.spec.flat_names:
+            self._c_declaration(node)
+            return
         if self.language == "python":
             left = node.child_by_field_name("left")
             if left is None:
@@ -308,6 +328,45 @@ class _Walker:
             names = node.children_by_field_name("name")
         for name in names:
             self._add_variable(name, node, scope)
+
+    def _c_declaration(self, node: Node) -> None:
+        """`int a, *b = 0;` (each, `static` ones local to the file), `typedef … name;`,
+        `#define NAME …` and `#define F(x) …`. Prototypes and `extern` declarations name what
+        is defined elsewhere: no definition."""
+        kind = node.type
+        path, start, end = self.facts.path, _line(node), _last_line(node)
+        if kind in ("preproc_def", "preproc_function_def"):
+            macro = _text(node.child_by_field_name("name"))
+            if macro.isidentifier():
+                macro_kind = KIND_FUNCTION if kind == "preproc_function_def" else KIND_VARIABLE
+                self.facts.definitions.append(
+                    Definition(path, macro, macro_kind, start, end, None, True)
+                )
+            return
+        storage = _storage(node)
+        if "extern" in storage:
+            return
+        for declarator in node.children_by_field_name("declarator"):
+            name, is_function = _declared(declarator)
+            if name is None:
+                continue
+            if kind == "type_definition":  # `typedef int handler(int);` too
+                self.facts.definitions.append(
+                    Definition(path, name, KIND_CLASS, start, end, None, True)
+                )
+            elif not is_function:
+                local = "static" in storage
+                self.facts.definitions.append(
+                    Definition(path, name, KIND_VARIABLE, start, end, None, local)
+                )
+
+    def _declare_locals(self, node: Node, caller: str) -> None:
+        """C: the names a parameter or local declaration in function `caller` declares."""
+        declared = self.declared_locals.setdefault(caller, set())
+        for declarator in node.children_by_field_name("declarator"):
+            name, _ = _declared(declarator)
+            if name is not None:
+                declared.add(name)
 
     def _add_variable(self, name: Node, node: Node, scope: tuple[str, ...]) -> None:
         text = _text(name)
@@ -581,6 +640,8 @@ class _Walker:
         bound = None
         if self.spec.bindings and node.type not in _CONSTRUCTIONS_OF_NEW:
             bound = self._receiver(callee, callee_node, caller)
+        if caller is not None and callee in self.declared_locals.get(caller, ()):
+            bound = THROUGH_POINTER  # C: `handler(x)` where handler is a parameter or local
         self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node), bound))
 
     def _macro_items(self, tokens: Node, scope: _Scope) -> None:
@@ -646,6 +707,12 @@ class _Walker:
             self._python_import(node, line)
         elif language in ("javascript", "typescript", "tsx"):
             self._js_import(node, line)
+        elif self.spec.imports_files:
+            # `#include "a.h"`, as written; `<stdio.h>` is the system's, outside the
+            # repository. It brings in everything a.h defines, as a star import.
+            written = node.child_by_field_name("path")
+            if written is not None and written.type == "string_literal":
+                self._add_import(_text(written).strip('"'), None, "*", line)
         elif language == "go":
             path = _text(node.child_by_field_name("path")).strip('"`')
             alias = _text(node.child_by_field_name("name")) or path.rsplit("/", 1)[-1]
@@ -906,6 +973,47 @@ def _rust_type_name(node: Node | None) -> str:
 
 def _strip_generics(text: str) -> str:
     return text.split("<", 1)[0].lstrip("&*").removeprefix("mut ").strip()
+
+
+# C declarators wrap the name they declare: `*f(void)`, `(*handler)(int)`, `t[3]`, `x = 0`.
+_C_DECLARATORS = frozenset(
+    {
+        "function_declarator",
+        "pointer_declarator",
+        "parenthesized_declarator",
+        "array_declarator",
+        "init_declarator",
+        "attributed_declarator",
+    }
+)
+_C_NAMES = frozenset({"identifier", "type_identifier", "field_identifier"})
+
+
+def _declared(declarator: Node | None) -> tuple[str | None, bool]:
+    """The name a C declarator declares, and whether it declares a function (`f(void)`,
+    `*f(void)`; not the pointer `(*f)(void)`, whose name is wrapped in parentheses)."""
+    wrapper = None
+    node = declarator
+    while node is not None and node.type in _C_DECLARATORS:
+        wrapper = node.type
+        if node.type == "parenthesized_declarator":  # its one declarator has no field name
+            node = node.named_children[0] if node.named_child_count else None
+        else:
+            node = node.child_by_field_name("declarator")
+    if node is None or node.type not in _C_NAMES:
+        return None, False
+    return _text(node), wrapper == "function_declarator"
+
+
+def _last_line(node: Node) -> int:
+    """The last line `node` stands on: a `#define` ends with its line's newline."""
+    row, column = node.end_point
+    return row if column == 0 and row > node.start_point[0] else row + 1
+
+
+def _storage(node: Node) -> set[str]:
+    """A C declaration's storage classes: `static`, `extern`, `inline`."""
+    return {_text(child) for child in node.children if child.type == "storage_class_specifier"}
 
 
 def _go_receiver(node: Node) -> str | None:

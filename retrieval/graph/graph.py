@@ -23,14 +23,17 @@ from dataclasses import dataclass, field, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
 from codeqa.retrieval.errors import UnknownSymbol
+from codeqa.retrieval.graph.languages import SPECS
 from codeqa.retrieval.graph.records import (
     AMBIGUOUS,
     DEFAULT_IMPACT_DEPTH,
     KIND_CLASS,
+    KIND_FUNCTION,
     REF_CALL,
     REF_IMPORT,
     REF_INHERIT,
     RESOLVED,
+    THROUGH_POINTER,
     UNRESOLVED,
     Call,
     Definition,
@@ -62,6 +65,9 @@ _JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "
 # Languages whose files see the definitions of the other files in their folder unimported.
 # Their imports bind names for the importing file alone: none is a re-export to follow.
 _PACKAGE_LANGUAGES = frozenset({"go", "java"})
+# Languages whose calls reach functions by name as a linker joins them (`_linked`), and
+# whose includes name files (`_included_files`).
+_LINKED_LANGUAGES = frozenset({"c"})
 # File names that stand for their folder as a module.
 _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
 # Rust: where a module path starts from the importing file, and the files holding a folder's
@@ -148,6 +154,7 @@ class Graph:
         self._packages: dict[tuple[str, str], list[str]] = {}
         self._modules: dict[str, list[Module]] | None = None
         self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
+        self._exported: dict[str, list[Definition]] = {}  # C: non-static functions, by name
 
     @_serialized
     def close(self) -> None:
@@ -165,6 +172,7 @@ class Graph:
             self._by_folder = None
             self._packages.clear()
             self._modules = None
+            self._exported.clear()
 
     # -- public queries --
 
@@ -438,7 +446,9 @@ class Graph:
         for imported in imports:
             if imported.path in found:
                 continue
-            leaf, name = module_leaf(imported.module), imported.name or ""
+            spec = SPECS.get(self._language(imported.path))
+            leaf = module_leaf(imported.module, spec is not None and spec.imports_files)
+            name = imported.name or ""
             candidates = paths_by_key.get(leaf, set()) | paths_by_key.get(name, set())
             candidates.discard(imported.path)  # a file importing itself is no importer of it
             files = candidates & self._imported_files(imported) if candidates else set()
@@ -459,6 +469,10 @@ class Graph:
 
     def _resolve(self, call: Call) -> list[Definition]:
         parts = call.callee.split(".")
+        if call.receiver == THROUGH_POINTER:
+            return []
+        if self._language(call.path) in _LINKED_LANGUAGES:
+            return self._linked(call.path, parts)
         if call.receiver is not None:
             return self._bound_method(call, call.receiver, parts[-1])
         if parts[0] == "?":
@@ -471,6 +485,34 @@ class Graph:
                 return self._method(call.path, owner, parts[1], MAX_HOPS)
             return self._sibling_method(call, parts[1])
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
+
+    def _linked(self, path: str, parts: list[str]) -> list[Definition]:
+        """C: `f()` reaches the function (or function-like macro) `f` of the calling file,
+        else of the files it includes (and they include, a few deep), else the non-static
+        `f` of every file, as the preprocessor and the linker see them. `s.f()` and `s->f()`
+        call through a pointer: nothing."""
+        if len(parts) != 1:
+            return []
+        context = self._context(path)
+        found = _functions(context.defined(parts[0]))
+        if found:
+            return found
+        for imported in context.star_imports:
+            files = self._module_files(path, context.language, imported.module)
+            found.extend(_functions(self._lookup(files, parts, MAX_HOPS)))
+        return found or self._exported_functions(parts[0])
+
+    def _exported_functions(self, name: str) -> list[Definition]:
+        """C: the non-static functions named `name`, in any file."""
+        if name not in self._exported:
+            self._exported[name] = [
+                d
+                for d in self._store.definitions_named(name)
+                if d.kind == KIND_FUNCTION
+                and not d.file_local
+                and self._language(d.path) in _LINKED_LANGUAGES
+            ]
+        return self._exported[name]
 
     def _sibling_method(self, call: Call, method: str) -> list[Definition]:
         """Go: `s.f()` in a method of a type declared in another file of its package."""
@@ -895,11 +937,34 @@ class Graph:
             if not body:
                 return self._rooted(("src/lib.rs", "src/main.rs"), None)
             return self._rooted((f"{body}.rs", f"{body}/mod.rs"), None)
+        if language in _LINKED_LANGUAGES:
+            return self._included_files(importer, module)
         if language == "java":
             # A class's file (`import a.b.Foo`), else a package's folder (`import a.b.*`).
             body = module.replace(".", "/")
             return self._rooted((body + ".java",), None) or self._package_files(body, "java")
         return []
+
+    def _included_files(self, importer: str, written: str) -> list[str]:
+        """The file `#include "written"` in `importer` names: from the including file's
+        folder, then each folder above it up to the root, each also through its `include/`;
+        else the one file in the repository whose path ends so (an include path set by the
+        build). The first found, as the preprocessor takes it."""
+        languages = self._file_languages()
+        folder = posixpath.dirname(importer)
+        while True:
+            for candidate in (
+                posixpath.join(folder, written),
+                posixpath.join(folder, "include", written),
+            ):
+                candidate = posixpath.normpath(candidate)
+                if candidate in languages and not candidate.startswith("../"):
+                    return [candidate]
+            if not folder:
+                break
+            folder = posixpath.dirname(folder)
+        ending = self._suffixes().get(posixpath.normpath(written), [])
+        return ending if len(ending) == 1 else []
 
     def _rust_relative_files(self, importer: str, parts: list[str]) -> list[str]:
         """The files of module `crate::…`, `self::…` or `super::…` as `importer` writes it.
@@ -942,6 +1007,12 @@ class Graph:
                     continue
                 found.append(path)
         return found
+
+
+def _functions(definitions: list[Definition]) -> list[Definition]:
+    """C: what a call may reach: functions and function-like macros, not a struct or a
+    variable of the same name (`struct stat` beside `stat()`)."""
+    return [d for d in definitions if d.kind == KIND_FUNCTION]
 
 
 def _first_rows(impact: Impact, limit: int, exact: bool) -> Impact:
