@@ -180,8 +180,8 @@ def test_c_functions_types_file_variables_and_macros_are_definitions_and_prototy
     assert _locations(graph, "strbuf_len") == [("c/include/strbuf.h:24-27", "function", True)]
     assert _locations(graph, "strbuf") == [("c/include/strbuf.h:9-13", "class", True)]
     assert _locations(graph, "strbuf_filter") == [("c/include/strbuf.h:15-15", "class", True)]
-    assert _locations(graph, "strbuf_avail") == [("c/include/strbuf.h:7-7", "function", True)]
-    assert _locations(graph, "STRBUF_INIT") == [("c/include/strbuf.h:6-6", "variable", True)]
+    assert _locations(graph, "strbuf_avail") == [("c/include/strbuf.h:7-7", "macro", True)]
+    assert _locations(graph, "STRBUF_INIT") == [("c/include/strbuf.h:6-6", "macro", True)]
     # A struct declared in a function's body, or used (`struct strbuf sb`), is no new type.
     assert _locations(graph, "handlers") == [("c/src/main.c:4-6", "class", True)]
 

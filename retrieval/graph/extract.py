@@ -16,6 +16,7 @@ from codeqa.retrieval.graph.modules import is_manifest, read_manifest
 from codeqa.retrieval.graph.records import (
     KIND_CLASS,
     KIND_FUNCTION,
+    KIND_MACRO,
     KIND_METHOD,
     KIND_VARIABLE,
     THROUGH_POINTER,
@@ -338,9 +339,8 @@ class _Walker:
         if kind in ("preproc_def", "preproc_function_def"):
             macro = _text(node.child_by_field_name("name"))
             if macro.isidentifier():
-                macro_kind = KIND_FUNCTION if kind == "preproc_function_def" else KIND_VARIABLE
                 self.facts.definitions.append(
-                    Definition(path, macro, macro_kind, start, end, None, True)
+                    Definition(path, macro, KIND_MACRO, start, end, None, True)
                 )
             return
         storage = _storage(node)

@@ -29,6 +29,7 @@ from codeqa.retrieval.graph.records import (
     DEFAULT_IMPACT_DEPTH,
     KIND_CLASS,
     KIND_FUNCTION,
+    KIND_MACRO,
     REF_CALL,
     REF_IMPORT,
     REF_INHERIT,
@@ -487,7 +488,7 @@ class Graph:
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
 
     def _linked(self, path: str, parts: list[str]) -> list[Definition]:
-        """C: `f()` reaches the function (or function-like macro) `f` of the calling file,
+        """C: `f()` reaches the function (or macro) `f` of the calling file,
         else of the files it includes (and they include, a few deep), else the non-static
         `f` of every file, as the preprocessor and the linker see them. `s.f()` and `s->f()`
         call through a pointer: nothing."""
@@ -1010,9 +1011,9 @@ class Graph:
 
 
 def _functions(definitions: list[Definition]) -> list[Definition]:
-    """C: what a call may reach: functions and function-like macros, not a struct or a
-    variable of the same name (`struct stat` beside `stat()`)."""
-    return [d for d in definitions if d.kind == KIND_FUNCTION]
+    """C: what a call may reach: functions and macros, not a struct or a variable of the
+    same name (`struct stat` beside `stat()`; a variable called is a function pointer)."""
+    return [d for d in definitions if d.kind in (KIND_FUNCTION, KIND_MACRO)]
 
 
 def _first_rows(impact: Impact, limit: int, exact: bool) -> Impact:

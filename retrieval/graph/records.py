@@ -9,6 +9,9 @@ KIND_FUNCTION = "function"
 KIND_METHOD = "method"
 # A module-level (or Rust associated) constant or variable: `MAX = 3`, `export const x`.
 KIND_VARIABLE = "variable"
+# C's `#define`, object-like (`#define isError ERR_isError`) or function-like: where it is
+# seen, a call by its name is the macro's.
+KIND_MACRO = "macro"
 
 # A call's receiver when it goes through a function pointer (C's `handler(x)` where
 # `handler` is a parameter or local): it reaches no definition by its name.
