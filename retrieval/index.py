@@ -441,10 +441,11 @@ class Index:
         """Where `name` (`get`, `Session.get`, `RecursionGuard::new`) is defined: exact
         matches first, then by path and line, at most `limit`.
 
-        The code graph is the one answer for the languages it reads: it holds every
-        definition, those in a small file's one whole-file chunk and top-level constants
-        too, which chunk symbols miss. Chunk symbols answer for the other languages, and
-        for all of them while an index has no graph.
+        The code graph is the answer for the files where it holds a definition of `name`:
+        it holds every definition, those in a small file's one whole-file chunk and
+        top-level constants too, which chunk symbols miss. Chunk symbols answer for the
+        other files (languages the graph does not read; a C++ header it read as C), and for
+        all of them while an index has no graph.
         """
         try:
             graph: Graph | None = self.graph
@@ -452,6 +453,7 @@ class Index:
             graph = None
         wanted = name.replace("::", ".")
         ranked: list[tuple[tuple[int, str, int], DefinitionSite]] = []
+        answered: set[str] = set()  # files the graph holds a definition of `name` in
         if graph is not None:
             found = [
                 d
@@ -459,6 +461,7 @@ class Index:
                 if self.scope.admits(d.path, graph.language_of(d.path))
             ]
             found.sort(key=lambda d: (d.qualname != wanted, d.path, d.start_line))
+            answered = {d.path for d in found}
             held: dict[str, list[Chunk]] = {}
             for definition in found[:limit]:
                 if definition.path not in held:
@@ -470,8 +473,8 @@ class Index:
         depth = limit * (1 if self.scope.is_everything else self.ranking.scoped_candidates_factor)
         pieces: set[tuple[str, str | None]] = set()  # a long definition is cut into pieces
         for chunk in sorted(self._store.find_symbol(name, depth), key=lambda c: c.start_line):
-            if graph is not None and chunk.language in GRAPH_LANGUAGES:
-                continue  # the graph answered for its languages
+            if chunk.path in answered:
+                continue  # the graph answered for this file
             if (chunk.path, chunk.symbol) in pieces:
                 continue  # a later piece of a definition already listed from its first
             pieces.add((chunk.path, chunk.symbol))

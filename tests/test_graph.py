@@ -244,6 +244,21 @@ def test_c_includes_are_imports_from_the_file_or_the_include_folders_above_it(gr
     assert imports == {("strbuf.h", "*")}  # <stdio.h> is the system's
 
 
+def test_a_cpp_header_named_h_is_left_to_its_chunks_and_a_c_header_is_read_as_c():
+    methods = "".join(
+        f"    template <typename T>\n    T step_{i}(T value) const {{ return value + {i}; }}\n"
+        for i in range(40)
+    )
+    cpp = f"namespace buffers {{\nclass Ring : public Base {{\n  public:\n{methods}}};\n}}\n"
+    assert extract(SourceFile("ring.h", "c", cpp, "0")).language is None
+    c = "#define TWICE(x) ((x) * 2)\nstatic inline int twice(int x) { return TWICE(x); }\n"
+    facts = extract(SourceFile("twice.h", "c", c, "0"))
+    assert [(d.qualname, d.kind) for d in facts.definitions] == [
+        ("TWICE", "macro"),
+        ("twice", "function"),
+    ]
+
+
 def test_test_files_are_linked_to_the_code_they_import_and_call(graph):
     assert graph.tests_for("js/lib/math.ts") == ["js/app.test.js"]
     assert graph.impact("shop.cart.Cart").tests == ("python/tests/test_cart.py",)

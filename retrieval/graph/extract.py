@@ -10,7 +10,12 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from codeqa.retrieval.chunking.chunker import ChunkLimits
-from codeqa.retrieval.chunking.grammars import SyntaxTrees, parser_for
+from codeqa.retrieval.chunking.grammars import (
+    RETRY_LANGUAGE,
+    SyntaxTrees,
+    parser_for,
+    usable_tree,
+)
 from codeqa.retrieval.graph.languages import SPECS, GraphSpec, is_test_path
 from codeqa.retrieval.graph.modules import is_manifest, read_manifest
 from codeqa.retrieval.graph.records import (
@@ -37,6 +42,9 @@ MAX_CALLEE_CHARS = 120
 # Minified files (this many characters a line on average, as the chunker judges them) get
 # no graph: their names are mangled, and walking them costs more than the rest of a repo.
 MINIFIED_AVERAGE_LINE_CHARS = ChunkLimits().minified_average_line_chars
+# A `.h` header is read as C unless the chunker would read it as C++ (RETRY_LANGUAGE): its
+# C tree mostly errors and its C++ tree not. The graph does not read C++.
+MAX_ERROR_LINE_FRACTION = ChunkLimits().max_error_line_fraction
 # Rust macros whose braces hold items (tokio's `cfg_rt! { pub fn spawn … }`, most of its
 # API) are parsed as Rust again, nested this deep at most.
 MAX_MACRO_DEPTH = 4
@@ -61,7 +69,15 @@ def extract(file: SourceFile, trees: SyntaxTrees | None = None) -> FileGraph:
     lines = file.text.count("\n") + 1
     if len(file.text) / lines > MINIFIED_AVERAGE_LINE_CHARS:
         return facts
-    root = (trees or SyntaxTrees(file.text)).root(language)
+    trees = trees or SyntaxTrees(file.text)
+    root = trees.root(language)
+    retry = RETRY_LANGUAGE.get(language)
+    if (
+        retry is not None
+        and not usable_tree(root, lines, MAX_ERROR_LINE_FRACTION)
+        and usable_tree(trees.root(retry), lines, MAX_ERROR_LINE_FRACTION)
+    ):
+        return FileGraph(file.path, file.sha256, None, False)  # C++ in a C header
     if root is not None:  # always: the parser was found above
         _Walker(spec, language, facts).run(root, query)
     return facts
