@@ -216,6 +216,7 @@ def test_c_calls_reach_static_inline_functions_and_macros_of_the_headers_include
     assert _callers(graph, "strbuf_len") == {
         ("c/src/main.c", "main", RESOLVED),
         ("c/src/strbuf.c", "strbuf_cmp", RESOLVED),
+        ("c/include/strbuf.h", "STRBUF_CHECK", RESOLVED),  # a macro's body calls it too
     }
     assert _callers(graph, "strbuf_avail") == {("c/src/strbuf.c", "strbuf_grow", RESOLVED)}
 
@@ -230,6 +231,8 @@ def test_c_calls_through_function_pointers_stay_unresolved(graph):
     assert ("add", UNRESOLVED) in called  # a local pointer to strbuf_addstr
     assert ("h.on_line", UNRESOLVED) in called  # a struct's member
     assert ("strbuf_addstr", RESOLVED) in called
+    called = {(r.written, r.resolution) for r in graph.callees("STRBUF_CHECK")}
+    assert called == {("strbuf_len", RESOLVED), ("fail", UNRESOLVED)}  # a macro's parameter
 
 
 def test_c_includes_are_imports_from_the_file_or_the_include_folders_above_it(graph):

@@ -358,6 +358,7 @@ class _Walker:
                 self.facts.definitions.append(
                     Definition(path, macro, KIND_MACRO, start, end, None, True)
                 )
+                self._macro_calls(node, macro)
             return
         storage = _storage(node)
         if "extern" in storage:
@@ -375,6 +376,28 @@ class _Walker:
                 self.facts.definitions.append(
                     Definition(path, name, KIND_VARIABLE, start, end, None, local)
                 )
+
+    def _macro_calls(self, node: Node, macro: str) -> None:
+        """C: the calls in a `#define`'s body, which the grammar keeps as text (`#define
+        CHECK(e) if (isError(e)) return e`), parsed as C on the lines they stand on and made
+        by the macro; a call of one of its parameters goes through whatever it is given."""
+        value = node.child_by_field_name("value")
+        parser = parser_for(self.language)
+        query = _query(self.language)
+        if value is None or parser is None or query is None or b"(" not in (value.text or b""):
+            return
+        parameters = node.child_by_field_name("parameters")
+        self.declared_locals[macro] = {
+            _text(name) for name in (parameters.named_children if parameters else ())
+        }
+        body = (value.text or b"").replace(b"\\\n", b" \n")  # continued lines stay lines
+        # Inside a function, as a statement or as an expression: `do { … } while (0)`, `(f(a))`.
+        source = b"\n" * value.start_point[0] + b"void m(void) {" + body + b"\n;}"
+        tree = parser.parse(source)
+        nodes = QueryCursor(query).captures(tree.root_node).get("node", [])
+        for call in sorted(nodes, key=lambda node: node.start_byte):
+            if call.type in self.spec.calls:
+                self._call(call, macro, None)
 
     def _declare_locals(self, node: Node, caller: str) -> None:
         """C: the names a parameter or local declaration in function `caller` declares."""
