@@ -199,6 +199,10 @@ def test_a_c_call_reaches_a_static_function_only_from_its_own_file(graph):
     }
 
 
+def test_a_c_call_reaches_a_static_function_of_a_file_compiled_in_one_unit_with_it(graph):
+    assert _callers(graph, "lex_next") == {("c/src/parser.c", "parse_expr", RESOLVED)}
+
+
 def test_a_c_call_reaches_the_non_static_definitions_of_its_name_in_any_file(graph):
     assert _callers(graph, "strbuf_addstr") == {
         ("c/src/main.c", "main", RESOLVED),

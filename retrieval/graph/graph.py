@@ -155,7 +155,8 @@ class Graph:
         self._packages: dict[tuple[str, str], list[str]] = {}
         self._modules: dict[str, list[Module]] | None = None
         self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
-        self._exported: dict[str, list[Definition]] = {}  # C: non-static functions, by name
+        self._exported: dict[str, list[Definition]] = {}  # C: functions and macros, by name
+        self._unit_includers: dict[str, set[str]] = {}  # C: who includes a file, a few deep
 
     @_serialized
     def close(self) -> None:
@@ -174,6 +175,7 @@ class Graph:
             self._packages.clear()
             self._modules = None
             self._exported.clear()
+            self._unit_includers.clear()
 
     # -- public queries --
 
@@ -488,10 +490,11 @@ class Graph:
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
 
     def _linked(self, path: str, parts: list[str]) -> list[Definition]:
-        """C: `f()` reaches the function (or macro) `f` of the calling file,
-        else of the files it includes (and they include, a few deep), else the non-static
-        `f` of every file, as the preprocessor and the linker see them. `s.f()` and `s->f()`
-        call through a pointer: nothing."""
+        """C: `f()` reaches the function (or macro) `f` of the calling file, else of the
+        files it includes (and they include, a few deep), else a static one or a macro of a
+        file compiled in one unit with it (a unity build's `#include "a.c"` and `#include
+        "b.c"`), else the non-static `f` of every file, as the preprocessor and the linker
+        see them. `s.f()` and `s->f()` call through a pointer: nothing."""
         if len(parts) != 1:
             return []
         context = self._context(path)
@@ -501,19 +504,38 @@ class Graph:
         for imported in context.star_imports:
             files = self._module_files(path, context.language, imported.module)
             found.extend(_functions(self._lookup(files, parts, MAX_HOPS)))
-        return found or self._exported_functions(parts[0])
+        if found:
+            return found
+        named = self._linkable(parts[0])
+        unit = [d for d in named if d.file_local and self._one_unit(path, d.path)]
+        return unit or [d for d in named if not d.file_local and d.kind == KIND_FUNCTION]
 
-    def _exported_functions(self, name: str) -> list[Definition]:
-        """C: the non-static functions named `name`, in any file."""
+    def _linkable(self, name: str) -> list[Definition]:
+        """C: the functions and macros named `name`, in any file."""
         if name not in self._exported:
             self._exported[name] = [
                 d
-                for d in self._store.definitions_named(name)
-                if d.kind == KIND_FUNCTION
-                and not d.file_local
-                and self._language(d.path) in _LINKED_LANGUAGES
+                for d in _functions(self._store.definitions_named(name))
+                if self._language(d.path) in _LINKED_LANGUAGES
             ]
         return self._exported[name]
+
+    def _one_unit(self, path: str, other: str) -> bool:
+        """C: whether some file includes both `path` and `other` (a few deep)."""
+        return bool(self._includers(path) & self._includers(other))
+
+    def _includers(self, path: str) -> set[str]:
+        """C: the files including `path`, and the files including those, a few deep."""
+        if path not in self._unit_includers:
+            found: set[str] = set()
+            frontier = {path}
+            for _ in range(MAX_HOPS):
+                frontier = set(self._importers_of(frontier)) - found - {path}
+                if not frontier:
+                    break
+                found |= frontier
+            self._unit_includers[path] = found
+        return self._unit_includers[path]
 
     def _sibling_method(self, call: Call, method: str) -> list[Definition]:
         """Go: `s.f()` in a method of a type declared in another file of its package."""
