@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from codeqa.retrieval.chunking.grammars import RETRY_LANGUAGE
 from codeqa.retrieval.chunking.grammars import SPECS as CHUNKED_LANGUAGES
 from codeqa.retrieval.chunking.languages import language_for, language_title
 from codeqa.retrieval.config import (
@@ -441,11 +442,11 @@ class Index:
         """Where `name` (`get`, `Session.get`, `RecursionGuard::new`) is defined: exact
         matches first, then by path and line, at most `limit`.
 
-        The code graph is the answer for the files where it holds a definition of `name`:
-        it holds every definition, those in a small file's one whole-file chunk and
-        top-level constants too, which chunk symbols miss. Chunk symbols answer for the
-        other files (languages the graph does not read; a C++ header it read as C), and for
-        all of them while an index has no graph.
+        The code graph is the one answer for the files it reads: it holds every
+        definition, those in a small file's one whole-file chunk and top-level constants
+        too, which chunk symbols miss. Chunk symbols answer for the other files, for all of
+        them while an index has no graph, and for a C header where the graph holds no
+        definition of `name` (the chunker may have read it as C++: RETRY_LANGUAGE).
         """
         try:
             graph: Graph | None = self.graph
@@ -473,8 +474,9 @@ class Index:
         depth = limit * (1 if self.scope.is_everything else self.ranking.scoped_candidates_factor)
         pieces: set[tuple[str, str | None]] = set()  # a long definition is cut into pieces
         for chunk in sorted(self._store.find_symbol(name, depth), key=lambda c: c.start_line):
-            if chunk.path in answered:
-                continue  # the graph answered for this file
+            if graph is not None and graph.language_of(chunk.path) is not None:
+                if chunk.language not in RETRY_LANGUAGE or chunk.path in answered:
+                    continue  # the graph answered for this file
             if (chunk.path, chunk.symbol) in pieces:
                 continue  # a later piece of a definition already listed from its first
             pieces.add((chunk.path, chunk.symbol))
