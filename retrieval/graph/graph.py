@@ -8,8 +8,9 @@ its resolved bases, methods of the one class a name was bound to (`s = Session()
 Session()`, `s: Session`, `self.s = …`, `s = make()` where `make` declares `-> Session`, a
 Java or Go parameter, local or field of a declared type), and (Go, Java) the files of the
 same package. Imports name the repository's own modules by path, or by the names its
-manifests give them (go.mod, Cargo.toml, package.json: modules.py). A name with several
-candidate definitions is reported with all of them, marked ambiguous; nothing is guessed.
+manifests give them (go.mod, Cargo.toml, package.json: modules.py). C calls are resolved
+as its preprocessor and linker see them (`_linked`). A name with several candidate
+definitions is reported with all of them, marked ambiguous; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class Graph:
         self._packages: dict[tuple[str, str], list[str]] = {}
         self._modules: dict[str, list[Module]] | None = None
         self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
-        self._exported: dict[str, list[Definition]] = {}  # C: functions and macros, by name
+        self._linkable_by_name: dict[str, list[Definition]] = {}  # C: `_linkable`
         self._unit_includers: dict[str, set[str]] = {}  # C: who includes a file, a few deep
 
     @_serialized
@@ -174,7 +175,7 @@ class Graph:
             self._by_folder = None
             self._packages.clear()
             self._modules = None
-            self._exported.clear()
+            self._linkable_by_name.clear()
             self._unit_includers.clear()
 
     # -- public queries --
@@ -512,13 +513,13 @@ class Graph:
 
     def _linkable(self, name: str) -> list[Definition]:
         """C: the functions and macros named `name`, in any file."""
-        if name not in self._exported:
-            self._exported[name] = [
+        if name not in self._linkable_by_name:
+            self._linkable_by_name[name] = [
                 d
                 for d in _functions(self._store.definitions_named(name))
                 if self._language(d.path) in _LINKED_LANGUAGES
             ]
-        return self._exported[name]
+        return self._linkable_by_name[name]
 
     def _one_unit(self, path: str, other: str) -> bool:
         """C: whether some file includes both `path` and `other` (a few deep)."""
