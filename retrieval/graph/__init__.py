@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # 6: manifests' module names (go.mod, package.json, Cargo.toml); calls typed by Java's fields,
 # parameters and locals, Go's parameters and struct fields; Go generic types' methods named
 # by the type alone (`Store.Get`, not `Store[K].Get`). 7: C (definitions say whether they
-# are local to their file; includes are imports).
+# are local to their file; `#define`s are macros; includes are imports).
 GRAPH_VERSION = 7
 
 __all__ = [
