@@ -5,7 +5,8 @@
 
 For each case: the definitions of SYMBOL whose path contains DEFINED_IN (Java's overloads
 are one case), the lines `grep -rnE REGEX` finds in files with the definition's extension
-(comment lines and the definitions' own header lines left out), and the share of those
+(comment lines and the definitions' own header lines left out; for C, in headers too, and
+lines declaring the name, such as prototypes, left out), and the share of those
 lines that `callers SYMBOL` lists as resolved to one of those definitions. A grep line
 is not always a call of this definition (a same-named method of another type), so a
 share below 100% is an upper bound on what the graph misses; lines in files the index
@@ -35,9 +36,17 @@ from codeqa.retrieval.graph.extract import extract
 from codeqa.retrieval.records import SourceFile
 
 _COMMENT = re.compile(r"^\s*(//|/\*|\*|#)")
+# C: `*out = f(…)` is code, and `#define F(x) f(x)` a macro's body calling f (which the
+# graph does not parse: counted as a miss).
+_C_COMMENT = re.compile(r"^\s*(//|/\*|\*(\*|\s|/|$))")
 # Lines of a definition, from its first, that may still be its header (annotations,
 # modifiers, a signature over several lines): a grep hit there naming it is no call.
 _HEADER_LINES = 4
+# C: the files a function's calls may stand in (a header's static inline function or macro
+# calls it too), and a line declaring a function rather than calling it: only a type's
+# words before its name (`ZSTDLIB_API size_t ZSTD_compress(`, a prototype).
+_SEARCHED = {"c": ("c", "h")}
+_C_DECLARATION = r"^\s*(?!return\b|else\b|case\b|do\b)[A-Za-z_][\w\s*]*[\s*]{name}\s*\("
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +66,11 @@ class Measured:
     rows: int  # every caller row the graph printed, any line
 
 
-def _grep(repo: Path, regex: str, extension: str) -> set[tuple[str, int, str]]:
+def _grep(repo: Path, regex: str, extensions: tuple[str, ...]) -> set[tuple[str, int, str]]:
+    comment = _C_COMMENT if extensions[0] == "c" else _COMMENT
+    included = [f"--include=*.{extension}" for extension in extensions]
     found = subprocess.run(
-        ["grep", "-rnE", f"--include=*.{extension}", regex, "."],
+        ["grep", "-rnE", *included, regex, "."],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -69,7 +80,7 @@ def _grep(repo: Path, regex: str, extension: str) -> set[tuple[str, int, str]]:
     lines = set()
     for row in found.splitlines():
         path, line, text = row.split(":", 2)
-        if not _COMMENT.match(text):
+        if not comment.match(text):
             lines.add((path.removeprefix("./"), int(line), text))
     return lines
 
@@ -79,13 +90,20 @@ def measure(graph: Graph, repo: Path, case: Case, show: int) -> Measured:
     if not targets:
         raise SystemExit(f"no definition of {case.symbol} in a path holding {case.defined_in}")
     extension = targets[0].path.rsplit(".", 1)[-1]
+    language = graph.language_of(targets[0].path) or extension
     name = targets[0].name
     headers = {
         (d.path, line)
         for d in graph.definitions(name)
         for line in range(d.start_line, d.start_line + _HEADER_LINES)
     }
-    grep = {(path, line) for path, line, text in _grep(repo, case.regex, extension)}
+    extensions = _SEARCHED.get(language, (extension,))
+    declaration = re.compile(_C_DECLARATION.format(name=re.escape(name)))
+    grep = {
+        (path, line)
+        for path, line, text in _grep(repo, case.regex, extensions)
+        if language != "c" or not declaration.match(text)
+    }
     grep -= headers
     held = {(path, line) for path, line in grep if graph.language_of(path) is not None}
     skipped, grep = len(grep) - len(held), held
@@ -96,7 +114,6 @@ def measure(graph: Graph, repo: Path, case: Case, show: int) -> Measured:
         for path, line in sorted(rows)[:show]:
             text = (repo / path).read_text(errors="replace").splitlines()[line - 1].strip()
             print(f"    {label} {path}:{line}  {text[:100]}")
-    language = graph.language_of(targets[0].path) or extension
     return Measured(case, language, len(grep), skipped, len(grep & resolved), len(references))
 
 

@@ -13,6 +13,9 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from codeqa.retrieval.chunking.grammars import RETRY_LANGUAGE
+from codeqa.retrieval.chunking.grammars import SPECS as CHUNKED_LANGUAGES
+from codeqa.retrieval.chunking.languages import language_for, language_title
 from codeqa.retrieval.config import (
     IndexSettings,
     index_command,
@@ -101,6 +104,9 @@ QUERY_TIME_VECTORS_KEPT = 4096
 # A search's write to the vector cache waits this long for the fill's write to end (each
 # takes milliseconds); past it the vectors are only not cached, instead of a stalled search.
 SEARCH_WAITS_FOR_CACHE_SECONDS = 0.5
+# A graph query for a name defined only in languages the graph does not read names this
+# many of its definitions (one line), then says there are more.
+GRAPH_MISS_SITES = 2
 
 
 # `vectors_pending` of a fill that failed before it began to count.
@@ -436,10 +442,11 @@ class Index:
         """Where `name` (`get`, `Session.get`, `RecursionGuard::new`) is defined: exact
         matches first, then by path and line, at most `limit`.
 
-        The code graph is the one answer for the languages it reads: it holds every
+        The code graph is the one answer for the files it reads: it holds every
         definition, those in a small file's one whole-file chunk and top-level constants
-        too, which chunk symbols miss. Chunk symbols answer for the other languages, and
-        for all of them while an index has no graph.
+        too, which chunk symbols miss. Chunk symbols answer for the other files, for all of
+        them while an index has no graph, and for a C header where the graph holds no
+        definition of `name` (the chunker may have read it as C++: RETRY_LANGUAGE).
         """
         try:
             graph: Graph | None = self.graph
@@ -447,6 +454,7 @@ class Index:
             graph = None
         wanted = name.replace("::", ".")
         ranked: list[tuple[tuple[int, str, int], DefinitionSite]] = []
+        answered: set[str] = set()  # files the graph holds a definition of `name` in
         if graph is not None:
             found = [
                 d
@@ -454,6 +462,7 @@ class Index:
                 if self.scope.admits(d.path, graph.language_of(d.path))
             ]
             found.sort(key=lambda d: (d.qualname != wanted, d.path, d.start_line))
+            answered = {d.path for d in found}
             held: dict[str, list[Chunk]] = {}
             for definition in found[:limit]:
                 if definition.path not in held:
@@ -465,8 +474,9 @@ class Index:
         depth = limit * (1 if self.scope.is_everything else self.ranking.scoped_candidates_factor)
         pieces: set[tuple[str, str | None]] = set()  # a long definition is cut into pieces
         for chunk in sorted(self._store.find_symbol(name, depth), key=lambda c: c.start_line):
-            if graph is not None and chunk.language in GRAPH_LANGUAGES:
-                continue  # the graph answered for its languages
+            if graph is not None and graph.language_of(chunk.path) is not None:
+                if chunk.language not in RETRY_LANGUAGE or chunk.path in answered:
+                    continue  # the graph answered for this file
             if (chunk.path, chunk.symbol) in pieces:
                 continue  # a later piece of a definition already listed from its first
             pieces.add((chunk.path, chunk.symbol))
@@ -475,6 +485,39 @@ class Index:
                 ranked.append(((rank, chunk.path, chunk.start_line), _chunk_site(chunk)))
         ranked.sort(key=lambda pair: pair[0])
         return [site for _, site in ranked[:limit]]
+
+    def graph_miss(self, symbol: str, error: UnknownSymbol) -> UnknownSymbol:
+        """What to say when the code graph has no definition of `symbol` (its `error`), so
+        that a name defined in code the graph does not read is never called missing: where
+        the index holds a definition of it in such a language; else, when the repository
+        has code the graph does not read, that it does not; else `error` itself."""
+        covered = _and_list(list(dict.fromkeys(map(language_title, GRAPH_LANGUAGES))))
+        sites = self.definition_sites(symbol, GRAPH_MISS_SITES + 1)
+        if sites:
+            shown = ", ".join(
+                f"{site.location} ({language_title(site.chunk.language or '')})"
+                for site in sites[:GRAPH_MISS_SITES]
+            )
+            more = " and elsewhere" if len(sites) > GRAPH_MISS_SITES else ""
+            return UnknownSymbol(
+                f"{symbol} is defined in {shown}{more}, which the code graph does not cover "
+                f"(it covers {covered}); try `codeqa search {symbol}`"
+            )
+        # A definition in a small file's one chunk, or among merged small ones, has no chunk
+        # named for it: the files' languages still say whether the graph could have seen it.
+        unread = {
+            language
+            for path in self.manifest.files
+            if (language := language_for(path)) in CHUNKED_LANGUAGES
+            and language not in GRAPH_LANGUAGES
+        }
+        if not unread:
+            return error
+        languages = _and_list(sorted({language_title(name) for name in unread}))
+        return UnknownSymbol(
+            f"{error}; it covers {covered}, not this repository's {languages} code: "
+            f"try `codeqa search {symbol}`"
+        )
 
     def read_file(self, path: str, *, as_indexed: bool = True) -> SourceFile | SkippedFile:
         """`path` read now under discovery's rules, as the index holds it; or why it is refused.
@@ -655,6 +698,11 @@ def _holding(hits: list[SearchHit], definitions: list[Definition]) -> frozenset[
             for start, end in spans.get(hit.chunk.path, ())
         )
     )
+
+
+def _and_list(names: list[str]) -> str:
+    """`a, b and c`."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def _overlaps(definition: Definition, chunk: Chunk) -> bool:

@@ -39,3 +39,25 @@ def test_find_symbol_answers_from_chunk_symbols_for_languages_the_graph_does_not
     with open_index(repo, settings) as index:
         (site,) = index.definition_sites("parse_options")
     assert (site.path, site.start_line, site.symbol) == ("tools.rb", 3, "parse_options")
+
+
+def test_find_symbol_finds_a_cpp_class_in_a_h_header_and_c_definitions_from_the_graph(tmp_path):
+    """A `.h` header is C to codeqa until its C tree proves to be guesswork and its C++ tree
+    is not: then it is chunked as C++, and the graph, which reads C, leaves it to its chunks."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    methods = "".join(
+        f"    template <typename T>\n    T step_{i}(T value) const\n    {{\n"
+        f"        T next = value + {i};\n        next = next * 2;\n        return next;\n    }}\n\n"
+        for i in range(24)
+    )
+    (repo / "ring.h").write_text(
+        f"#pragma once\n\nclass RingBuffer : public Base {{\n  public:\n{methods}}};\n"
+    )
+    (repo / "util.c").write_text("static int twice(int x)\n{\n\treturn 2 * x;\n}\n")
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(repo, settings, embed=False)
+    with open_index(repo, settings) as index:
+        assert {c.path for c in index.find_symbol("RingBuffer")} == {"ring.h"}
+        (site,) = index.definition_sites("twice")  # a small file: the graph's definition
+        assert (site.location, site.kind) == ("util.c:1-4", "function")

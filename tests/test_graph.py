@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -160,6 +161,109 @@ def test_rust_impl_methods_are_named_by_their_type_and_use_aliases_resolve(graph
 def test_java_this_static_and_constructor_calls_resolve(graph):
     callees = {(r.written, tuple(t.qualname for t in r.targets)) for r in graph.callees("Bar.run")}
     assert callees == {("self.step", ("Bar.step",)), ("Foo.s", ("Foo.s",)), ("Foo", ("Foo",))}
+
+
+def _locations(graph: Graph, symbol: str) -> list[tuple[str, str, bool]]:
+    return [(d.location, d.kind, bool(d.file_local)) for d in graph.definitions(symbol)]
+
+
+def test_c_functions_types_file_variables_and_macros_are_definitions_and_prototypes_are_not(
+    graph,
+):
+    # The header's prototype and `extern` declaration name what src/strbuf.c defines.
+    assert _locations(graph, "strbuf_grow") == [("c/src/strbuf.c:12-18", "function", False)]
+    assert _locations(graph, "strbuf_debug") == [("c/src/strbuf.c:5-5", "variable", False)]
+    assert _locations(graph, "grow_by") == [
+        ("c/src/strbuf.c:7-10", "function", True),  # static: its file's own
+        ("c/src/util.c:4-7", "function", True),
+    ]
+    assert _locations(graph, "strbuf_len") == [("c/include/strbuf.h:24-27", "function", True)]
+    assert _locations(graph, "strbuf") == [("c/include/strbuf.h:9-13", "class", True)]
+    assert _locations(graph, "strbuf_filter") == [("c/include/strbuf.h:15-15", "class", True)]
+    assert _locations(graph, "strbuf_avail") == [("c/include/strbuf.h:7-7", "macro", True)]
+    assert _locations(graph, "STRBUF_INIT") == [("c/include/strbuf.h:6-6", "macro", True)]
+    # A struct declared in a function's body, or used (`struct strbuf sb`), is no new type.
+    assert _locations(graph, "handlers") == [("c/src/main.c:4-6", "class", True)]
+
+
+def test_a_c_call_reaches_a_static_function_only_from_its_own_file(graph):
+    calls = {
+        (r.path, r.context.qualname if r.context else None, r.resolution, r.targets)
+        for r in graph.references("grow_by")
+    }
+    strbuf_c, util_c = graph.definitions("grow_by")
+    assert calls == {
+        ("c/src/strbuf.c", "strbuf_grow", RESOLVED, (strbuf_c,)),
+        ("c/src/util.c", "next_size", RESOLVED, (util_c,)),
+        ("c/src/main.c", "main", UNRESOLVED, ()),  # static in two other files: neither
+    }
+
+
+def test_a_c_call_reaches_a_static_function_of_a_file_compiled_in_one_unit_with_it(graph):
+    assert _callers(graph, "lex_next") == {("c/src/parser.c", "parse_expr", RESOLVED)}
+
+
+def test_a_c_call_reaches_the_non_static_definitions_of_its_name_in_any_file(graph):
+    assert _callers(graph, "strbuf_addstr") == {
+        ("c/src/main.c", "main", RESOLVED),
+        ("c/tests/strbuf_test.c", "main", RESOLVED),
+    }
+    (reference,) = graph.callers("version")  # two non-static definitions: both, not a guess
+    assert reference.resolution == AMBIGUOUS
+    assert {t.location for t in reference.targets} == {
+        "c/src/compat.c:2-5",
+        "c/src/util.c:19-22",
+    }
+
+
+def test_c_calls_reach_static_inline_functions_and_macros_of_the_headers_included(graph):
+    assert _callers(graph, "strbuf_len") == {
+        ("c/src/main.c", "main", RESOLVED),
+        ("c/src/strbuf.c", "strbuf_cmp", RESOLVED),
+        ("c/include/strbuf.h", "STRBUF_CHECK", RESOLVED),  # a macro's body calls it too
+    }
+    assert _callers(graph, "strbuf_avail") == {("c/src/strbuf.c", "strbuf_grow", RESOLVED)}
+
+
+def test_c_calls_through_function_pointers_stay_unresolved(graph):
+    # A parameter named like src/util.c's function: the call goes through the pointer.
+    assert {
+        (r.context.qualname if r.context else None, r.resolution)
+        for r in graph.references("is_space")
+    } == {("strip_first", UNRESOLVED), ("main", RESOLVED)}
+    called = {(r.written, r.resolution) for r in graph.callees("main") if r.path == "c/src/main.c"}
+    assert ("add", UNRESOLVED) in called  # a local pointer to strbuf_addstr
+    assert ("h.on_line", UNRESOLVED) in called  # a struct's member
+    assert ("strbuf_addstr", RESOLVED) in called
+    called = {(r.written, r.line, r.resolution) for r in graph.callees("STRBUF_CHECK")}
+    assert called == {("strbuf_len", 31, RESOLVED), ("fail", 32, UNRESOLVED)}  # a parameter
+
+
+def test_c_includes_are_imports_from_the_file_or_the_include_folders_above_it(graph):
+    assert graph.importers("c/include/strbuf.h") == [
+        "c/src/main.c",  # "strbuf.h": the include/ folder above
+        "c/src/strbuf.c",
+        "c/src/util.c",  # "../include/strbuf.h": from the including file
+        "c/tests/strbuf_test.c",
+    ]
+    assert graph.tests_for("c/include/strbuf.h") == ["c/tests/strbuf_test.c"]
+    imports = {(i.module, i.alias) for i in _facts("c/src/main.c").imports}
+    assert imports == {("strbuf.h", "*")}  # <stdio.h> is the system's
+
+
+def test_a_cpp_header_named_h_is_left_to_its_chunks_and_a_c_header_is_read_as_c():
+    methods = "".join(
+        f"    template <typename T>\n    T step_{i}(T value) const {{ return value + {i}; }}\n"
+        for i in range(40)
+    )
+    cpp = f"namespace buffers {{\nclass Ring : public Base {{\n  public:\n{methods}}};\n}}\n"
+    assert extract(SourceFile("ring.h", "c", cpp, "0")).language is None
+    c = "#define TWICE(x) ((x) * 2)\nstatic inline int twice(int x) { return TWICE(x); }\n"
+    facts = extract(SourceFile("twice.h", "c", c, "0"))
+    assert [(d.qualname, d.kind) for d in facts.definitions] == [
+        ("TWICE", "macro"),
+        ("twice", "function"),
+    ]
 
 
 def test_test_files_are_linked_to_the_code_they_import_and_call(graph):
@@ -373,7 +477,14 @@ def test_malformed_code_gives_a_partial_graph(graph):
 
 @pytest.mark.parametrize(
     ("language", "suffix"),
-    [("python", "py"), ("typescript", "ts"), ("go", "go"), ("rust", "rs"), ("java", "java")],
+    [
+        ("python", "py"),
+        ("typescript", "ts"),
+        ("go", "go"),
+        ("rust", "rs"),
+        ("java", "java"),
+        ("c", "c"),
+    ],
 )
 def test_garbage_never_crashes_the_extractor(language, suffix):
     text = "class (( def ) { fn ]] import from ;; -> 'unterminated\n" * 20 + "x(" * 500
@@ -508,6 +619,67 @@ def test_cli_builds_a_missing_graph_prints_json_and_one_error_line_for_unknown_s
     assert captured.err.strip().splitlines() == [
         "codeqa: error: no definition of 'no_such_name' in the code graph"
     ]
+
+
+def _ruby_methods(names: list[str]) -> str:
+    """A Ruby class of long-enough methods that each is a chunk named for it."""
+    body = "".join(
+        f"  def {name}(text, length)\n    part = text[0, length]\n    part.strip\n"
+        f"    part.upcase\n  end\n\n"
+        for name in names
+    )
+    return f"class Parser\n{body}end\n"
+
+
+def test_a_name_defined_only_in_code_the_graph_does_not_read_is_not_called_missing(
+    tmp_path, capsys
+):
+    """refs, callers and impact (CLI and MCP) on a name the graph lacks say where the index
+    holds its definition, in a language the graph does not read, and which ones it does."""
+    from codeqa.retrieval.errors import UnknownSymbol
+    from codeqa.retrieval.indexing import build_index
+    from codeqa.tui.cli import main
+    from codeqa.tui.mcp.service import IndexService
+    from codeqa.tui.settings import Settings
+
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    names = ["parse_sized", *(f"step_{n}" for n in range(24))]
+    (repo / "lib" / "parser.rb").write_text(_ruby_methods(names))  # a chunk per method
+    (repo / "lib" / "tiny.rb").write_text("def tiny_helper\n  1\nend\n")  # one whole chunk
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    settings = IndexSettings(index_dir=tmp_path / "index")
+    build_index(repo, settings, embed=False)
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index")]
+    capsys.readouterr()
+
+    defined = (
+        "parse_sized is defined in lib/parser.rb:1-6 (Ruby), which the code graph does not "
+        "cover (it covers Python, "
+    )
+    for command in ("callers", "refs", "impact"):
+        assert main([command, "parse_sized", *where]) == 1
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert line.startswith("codeqa: error: " + defined), line
+        assert line.endswith("); try `codeqa search parse_sized`"), line
+        assert captured.out == ""
+
+    # No chunk is named for a definition in a small file: the languages still tell.
+    assert main(["callers", "tiny_helper", *where]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        "codeqa: error: no definition of 'tiny_helper' in the code graph; it covers Python, "
+    ), line
+    assert line.endswith(", not this repository's Ruby code: try `codeqa search tiny_helper`")
+
+    service = IndexService(repo, Settings(index=settings))
+    try:
+        for relation in ("callers", "references", "impact"):
+            with pytest.raises(UnknownSymbol, match="^" + re.escape(defined)):
+                service.code_graph("parse_sized", relation)
+    finally:
+        service.close()
 
 
 def test_a_name_defined_twice_in_one_file_stays_ambiguous(graph):

@@ -224,10 +224,7 @@ class _Cutter:
         return root
 
     def _usable(self, root: Node | None) -> bool:
-        if root is None or root.type == "ERROR":
-            return False
-        errors = grammars.error_line_count(root)
-        return errors <= self.limits.max_error_line_fraction * len(self.lines)
+        return grammars.usable_tree(root, len(self.lines), self.limits.max_error_line_fraction)
 
     def read_imports(self) -> None:
         """Imports for the header of a whole-file chunk (parsing is cheap next to embedding)."""

@@ -686,6 +686,13 @@ def _descendants(node: Node, depth: int) -> Iterator[Node]:
             yield from _descendants(child, depth - 1)
 
 
+def usable_tree(root: Node | None, line_count: int, max_error_fraction: float) -> bool:
+    """Whether a tree is more than guesswork: at most this share of its lines in errors."""
+    if root is None or root.type == "ERROR":
+        return False
+    return error_line_count(root) <= max_error_fraction * line_count
+
+
 def error_line_count(root: Node) -> int:
     """Lines covered by ERROR nodes (and missing tokens): how much of the tree is guesswork."""
     if not root.has_error:

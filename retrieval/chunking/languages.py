@@ -219,6 +219,30 @@ LANGUAGE_ALIASES: dict[str, str] = (
     | {name: name for name in LANGUAGE_NAMES}
 )
 
+# How people write a language's name, where capitalising codeqa's name for it is wrong
+# (messages only: filters and chunks use the names above).
+_TITLES: dict[str, str] = {
+    "javascript": "JavaScript",
+    "typescript": "TypeScript",
+    "tsx": "TypeScript",
+    "cpp": "C++",
+    "csharp": "C#",
+    "fsharp": "F#",
+    "objc": "Objective-C",
+    "cuda": "CUDA",
+    "php": "PHP",
+    "ocaml": "OCaml",
+    "sql": "SQL",
+    "html": "HTML",
+    "css": "CSS",
+}
+
+
+def language_title(name: str) -> str:
+    """`name` as people write it in prose: "C", "Python", "TypeScript" (tsx too), "C++"."""
+    return _TITLES.get(name, name.capitalize())
+
+
 _INTERPRETER_VERSION = re.compile(r"[\d.]+$")
 
 

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 # 5: Go's and Rust's locals are typed by what made them, functions by their declared result;
 # 6: manifests' module names (go.mod, package.json, Cargo.toml); calls typed by Java's fields,
 # parameters and locals, Go's parameters and struct fields; Go generic types' methods named
-# by the type alone (`Store.Get`, not `Store[K].Get`).
-GRAPH_VERSION = 6
+# by the type alone (`Store.Get`, not `Store[K].Get`). 7: C (definitions say whether they
+# are local to their file; `#define`s are macros; includes are imports).
+GRAPH_VERSION = 7
 
 __all__ = [
     "AMBIGUOUS",

@@ -10,14 +10,21 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from codeqa.retrieval.chunking.chunker import ChunkLimits
-from codeqa.retrieval.chunking.grammars import SyntaxTrees, parser_for
+from codeqa.retrieval.chunking.grammars import (
+    RETRY_LANGUAGE,
+    SyntaxTrees,
+    parser_for,
+    usable_tree,
+)
 from codeqa.retrieval.graph.languages import SPECS, GraphSpec, is_test_path
 from codeqa.retrieval.graph.modules import is_manifest, read_manifest
 from codeqa.retrieval.graph.records import (
     KIND_CLASS,
     KIND_FUNCTION,
+    KIND_MACRO,
     KIND_METHOD,
     KIND_VARIABLE,
+    THROUGH_POINTER,
     Base,
     Call,
     Definition,
@@ -35,6 +42,9 @@ MAX_CALLEE_CHARS = 120
 # Minified files (this many characters a line on average, as the chunker judges them) get
 # no graph: their names are mangled, and walking them costs more than the rest of a repo.
 MINIFIED_AVERAGE_LINE_CHARS = ChunkLimits().minified_average_line_chars
+# A `.h` header is read as C unless the chunker would read it as C++ (RETRY_LANGUAGE): its
+# C tree mostly errors and its C++ tree not. The graph does not read C++.
+MAX_ERROR_LINE_FRACTION = ChunkLimits().max_error_line_fraction
 # Rust macros whose braces hold items (tokio's `cfg_rt! { pub fn spawn … }`, most of its
 # API) are parsed as Rust again, nested this deep at most.
 MAX_MACRO_DEPTH = 4
@@ -59,7 +69,15 @@ def extract(file: SourceFile, trees: SyntaxTrees | None = None) -> FileGraph:
     lines = file.text.count("\n") + 1
     if len(file.text) / lines > MINIFIED_AVERAGE_LINE_CHARS:
         return facts
-    root = (trees or SyntaxTrees(file.text)).root(language)
+    trees = trees or SyntaxTrees(file.text)
+    root = trees.root(language)
+    retry = RETRY_LANGUAGE.get(language)
+    if (
+        retry is not None
+        and not usable_tree(root, lines, MAX_ERROR_LINE_FRACTION)
+        and usable_tree(trees.root(retry), lines, MAX_ERROR_LINE_FRACTION)
+    ):
+        return FileGraph(file.path, file.sha256, None, False)  # C++ in a C header
     if root is not None:  # always: the parser was found above
         _Walker(spec, language, facts).run(root, query)
     return facts
@@ -88,6 +106,7 @@ def _query(language: str) -> Query | None:
         | spec.variables
         | spec.bindings
         | spec.macros
+        | spec.locals
         | frozenset(spec.calls)
     )
     present = sorted(kind for kind in wanted if grammar.id_for_node_kind(kind, True) is not None)
@@ -161,6 +180,10 @@ class _Walker:
         self.attributes: dict[tuple[str, str], set[str | None]] = {}
         self.wanted_locals: set[tuple[str | None, str]] = set()
         self.wanted_attributes: set[tuple[str | None, str]] = set()
+        # C: the parameters and locals declared so far in each function, by its qualname.
+        self.declared_locals: dict[str, set[str]] = {}
+        # Lines before the text a call node was parsed from (a macro's body, parsed alone).
+        self.line_offset = 0
 
     def run(self, root: Node, query: Query, outer: _Scope | None = None) -> None:
         """Visit the query's nodes in document order, tracking which definition holds each
@@ -248,6 +271,8 @@ class _Walker:
         else:
             if kind in spec.variables and scope.caller is None:  # not inside a function
                 self._variables(node, scope.names)
+            if kind in spec.locals and scope.caller is not None:
+                self._declare_locals(node, scope.caller)
             if kind in spec.fields and scope.caller in self.class_names:
                 self._fields(node, scope.names)
             if kind in spec.bindings:
@@ -260,6 +285,8 @@ class _Walker:
         name = self._name(node)
         if not name:
             return None
+        if self.spec.flat_names:
+            scope = ()
         qualname = ".".join((*scope, name)) if "." not in name else name
         is_class = node.type in self.spec.classes
         owner_is_class = bool(scope) and ".".join(scope) in self.class_names
@@ -276,8 +303,10 @@ class _Walker:
             returns = _annotation(declared)
             if returns == "Self" and scope:  # Rust: the type of the impl it is in
                 returns = ".".join(scope)
+        # C: a `static` function, and a type, are seen by their own file and its includers.
+        file_local = self.spec.flat_names and (is_class or "static" in _storage(node))
         definition = Definition(
-            self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns
+            self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns, file_local
         )
         if is_class:
             self.class_names.add(qualname)
@@ -290,13 +319,23 @@ class _Walker:
             receiver_type = _go_receiver_type(node)
             name = _text(node.child_by_field_name("name"))
             return f"{receiver_type}.{name}" if receiver_type and name else name or None
+        if self.spec.flat_names:
+            if node.type in self.spec.functions:  # C: `int *f(void)`, by its declarator
+                declared, is_function = _declared(node.child_by_field_name("declarator"))
+                return declared if is_function else None
+            if node.child_by_field_name("body") is None:  # `struct a *p`: a use, no definition
+                return None
         name_node = node.child_by_field_name("name")
         name = _text(name_node)
         return name if name and "\n" not in name else None
 
     def _variables(self, node: Node, scope: tuple[str, ...]) -> None:
         """`X = …` at module level (each of `a, b = …`), a Rust `const`/`static` (in an impl:
-        `Type.X`), a Go `const`/`var` spec (each of `a, b = …`)."""
+        `Type.X`), a Go `const`/`var` spec (each of `a, b = …`), C's file-level variables,
+        typedefs and `#define`s."""
+        if self.spec.flat_names:
+            self._c_declaration(node)
+            return
         if self.language == "python":
             left = node.child_by_field_name("left")
             if left is None:
@@ -308,6 +347,71 @@ class _Walker:
             names = node.children_by_field_name("name")
         for name in names:
             self._add_variable(name, node, scope)
+
+    def _c_declaration(self, node: Node) -> None:
+        """`int a, *b = 0;` (each, `static` ones local to the file), `typedef … name;`,
+        `#define NAME …` and `#define F(x) …`. Prototypes and `extern` declarations name what
+        is defined elsewhere: no definition."""
+        kind = node.type
+        path, start, end = self.facts.path, _line(node), _last_line(node)
+        if kind in ("preproc_def", "preproc_function_def"):
+            macro = _text(node.child_by_field_name("name"))
+            if macro.isidentifier():
+                self.facts.definitions.append(
+                    Definition(path, macro, KIND_MACRO, start, end, None, True)
+                )
+                self._macro_calls(node, macro)
+            return
+        storage = _storage(node)
+        if "extern" in storage:
+            return
+        for declarator in node.children_by_field_name("declarator"):
+            name, is_function = _declared(declarator)
+            if name is None:
+                continue
+            if kind == "type_definition":  # `typedef int handler(int);` too
+                self.facts.definitions.append(
+                    Definition(path, name, KIND_CLASS, start, end, None, True)
+                )
+            elif not is_function:
+                local = "static" in storage
+                self.facts.definitions.append(
+                    Definition(path, name, KIND_VARIABLE, start, end, None, local)
+                )
+
+    def _macro_calls(self, node: Node, macro: str) -> None:
+        """C: the calls in a `#define`'s body, which the grammar keeps as text (`#define
+        CHECK(e) if (isError(e)) return e`), parsed as C on the lines they stand on and made
+        by the macro; a call of one of its parameters goes through whatever it is given."""
+        value = node.child_by_field_name("value")
+        parser = parser_for(self.language)
+        query = _query(self.language)
+        if value is None or parser is None or query is None or b"(" not in (value.text or b""):
+            return
+        parameters = node.child_by_field_name("parameters")
+        self.declared_locals[macro] = {
+            _text(name) for name in (parameters.named_children if parameters else ())
+        }
+        body = (value.text or b"").replace(b"\\\n", b" \n")  # continued lines stay lines
+        # Inside a function, as a statement or as an expression: `do { … } while (0)`, `(f(a))`.
+        # Parsed alone (a prefix of blank lines to keep line numbers cost zstd 0.35 CPU-s).
+        tree = parser.parse(b"void m(void) {" + body + b"\n;}")
+        nodes = QueryCursor(query).captures(tree.root_node).get("node", [])
+        self.line_offset = value.start_point[0]
+        try:
+            for call in sorted(nodes, key=lambda node: node.start_byte):
+                if call.type in self.spec.calls:
+                    self._call(call, macro, None)
+        finally:
+            self.line_offset = 0
+
+    def _declare_locals(self, node: Node, caller: str) -> None:
+        """C: the names a parameter or local declaration in function `caller` declares."""
+        declared = self.declared_locals.setdefault(caller, set())
+        for declarator in node.children_by_field_name("declarator"):
+            name, _ = _declared(declarator)
+            if name is not None:
+                declared.add(name)
 
     def _add_variable(self, name: Node, node: Node, scope: tuple[str, ...]) -> None:
         text = _text(name)
@@ -581,7 +685,10 @@ class _Walker:
         bound = None
         if self.spec.bindings and node.type not in _CONSTRUCTIONS_OF_NEW:
             bound = self._receiver(callee, callee_node, caller)
-        self.facts.calls.append(Call(self.facts.path, caller, callee, _line(node), bound))
+        if caller is not None and callee in self.declared_locals.get(caller, ()):
+            bound = THROUGH_POINTER  # C: `handler(x)` where handler is a parameter or local
+        line = _line(node) + self.line_offset
+        self.facts.calls.append(Call(self.facts.path, caller, callee, line, bound))
 
     def _macro_items(self, tokens: Node, scope: _Scope) -> None:
         """The definitions and calls of the items a macro's braces hold, parsed as Rust on
@@ -646,6 +753,12 @@ class _Walker:
             self._python_import(node, line)
         elif language in ("javascript", "typescript", "tsx"):
             self._js_import(node, line)
+        elif self.spec.imports_files:
+            # `#include "a.h"`, as written; `<stdio.h>` is the system's, outside the
+            # repository. It brings in everything a.h defines, as a star import.
+            written = node.child_by_field_name("path")
+            if written is not None and written.type == "string_literal":
+                self._add_import(_text(written).strip('"'), None, "*", line)
         elif language == "go":
             path = _text(node.child_by_field_name("path")).strip('"`')
             alias = _text(node.child_by_field_name("name")) or path.rsplit("/", 1)[-1]
@@ -906,6 +1019,47 @@ def _rust_type_name(node: Node | None) -> str:
 
 def _strip_generics(text: str) -> str:
     return text.split("<", 1)[0].lstrip("&*").removeprefix("mut ").strip()
+
+
+# C declarators wrap the name they declare: `*f(void)`, `(*handler)(int)`, `t[3]`, `x = 0`.
+_C_DECLARATORS = frozenset(
+    {
+        "function_declarator",
+        "pointer_declarator",
+        "parenthesized_declarator",
+        "array_declarator",
+        "init_declarator",
+        "attributed_declarator",
+    }
+)
+_C_NAMES = frozenset({"identifier", "type_identifier", "field_identifier"})
+
+
+def _declared(declarator: Node | None) -> tuple[str | None, bool]:
+    """The name a C declarator declares, and whether it declares a function (`f(void)`,
+    `*f(void)`; not the pointer `(*f)(void)`, whose name is wrapped in parentheses)."""
+    wrapper = None
+    node = declarator
+    while node is not None and node.type in _C_DECLARATORS:
+        wrapper = node.type
+        if node.type == "parenthesized_declarator":  # its one declarator has no field name
+            node = node.named_children[0] if node.named_child_count else None
+        else:
+            node = node.child_by_field_name("declarator")
+    if node is None or node.type not in _C_NAMES:
+        return None, False
+    return _text(node), wrapper == "function_declarator"
+
+
+def _last_line(node: Node) -> int:
+    """The last line `node` stands on: a `#define` ends with its line's newline."""
+    row, column = node.end_point
+    return row if column == 0 and row > node.start_point[0] else row + 1
+
+
+def _storage(node: Node) -> set[str]:
+    """A C declaration's storage classes: `static`, `extern`, `inline`."""
+    return {_text(child) for child in node.children if child.type == "storage_class_specifier"}
 
 
 def _go_receiver(node: Node) -> str | None:

@@ -8,8 +8,9 @@ its resolved bases, methods of the one class a name was bound to (`s = Session()
 Session()`, `s: Session`, `self.s = …`, `s = make()` where `make` declares `-> Session`, a
 Java or Go parameter, local or field of a declared type), and (Go, Java) the files of the
 same package. Imports name the repository's own modules by path, or by the names its
-manifests give them (go.mod, Cargo.toml, package.json: modules.py). A name with several
-candidate definitions is reported with all of them, marked ambiguous; nothing is guessed.
+manifests give them (go.mod, Cargo.toml, package.json: modules.py). C calls are resolved
+as its preprocessor and linker see them (`_linked`). A name with several candidate
+definitions is reported with all of them, marked ambiguous; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -23,14 +24,18 @@ from dataclasses import dataclass, field, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
 from codeqa.retrieval.errors import UnknownSymbol
+from codeqa.retrieval.graph.languages import SPECS
 from codeqa.retrieval.graph.records import (
     AMBIGUOUS,
     DEFAULT_IMPACT_DEPTH,
     KIND_CLASS,
+    KIND_FUNCTION,
+    KIND_MACRO,
     REF_CALL,
     REF_IMPORT,
     REF_INHERIT,
     RESOLVED,
+    THROUGH_POINTER,
     UNRESOLVED,
     Call,
     Definition,
@@ -62,6 +67,9 @@ _JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "
 # Languages whose files see the definitions of the other files in their folder unimported.
 # Their imports bind names for the importing file alone: none is a re-export to follow.
 _PACKAGE_LANGUAGES = frozenset({"go", "java"})
+# Languages whose calls reach functions by name as a linker joins them (`_linked`), and
+# whose includes name files (`_included_files`).
+_LINKED_LANGUAGES = frozenset({"c"})
 # File names that stand for their folder as a module.
 _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
 # Rust: where a module path starts from the importing file, and the files holding a folder's
@@ -148,6 +156,8 @@ class Graph:
         self._packages: dict[tuple[str, str], list[str]] = {}
         self._modules: dict[str, list[Module]] | None = None
         self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
+        self._linkable_by_name: dict[str, list[Definition]] = {}  # C: `_linkable`
+        self._unit_includers: dict[str, set[str]] = {}  # C: who includes a file, a few deep
 
     @_serialized
     def close(self) -> None:
@@ -165,6 +175,8 @@ class Graph:
             self._by_folder = None
             self._packages.clear()
             self._modules = None
+            self._linkable_by_name.clear()
+            self._unit_includers.clear()
 
     # -- public queries --
 
@@ -438,7 +450,9 @@ class Graph:
         for imported in imports:
             if imported.path in found:
                 continue
-            leaf, name = module_leaf(imported.module), imported.name or ""
+            spec = SPECS.get(self._language(imported.path))
+            leaf = module_leaf(imported.module, spec is not None and spec.imports_files)
+            name = imported.name or ""
             candidates = paths_by_key.get(leaf, set()) | paths_by_key.get(name, set())
             candidates.discard(imported.path)  # a file importing itself is no importer of it
             files = candidates & self._imported_files(imported) if candidates else set()
@@ -459,6 +473,10 @@ class Graph:
 
     def _resolve(self, call: Call) -> list[Definition]:
         parts = call.callee.split(".")
+        if call.receiver == THROUGH_POINTER:
+            return []
+        if self._language(call.path) in _LINKED_LANGUAGES:
+            return self._linked(call.path, parts)
         if call.receiver is not None:
             return self._bound_method(call, call.receiver, parts[-1])
         if parts[0] == "?":
@@ -471,6 +489,54 @@ class Graph:
                 return self._method(call.path, owner, parts[1], MAX_HOPS)
             return self._sibling_method(call, parts[1])
         return self._resolve_name(call.path, parts, call.caller, MAX_HOPS)
+
+    def _linked(self, path: str, parts: list[str]) -> list[Definition]:
+        """C: `f()` reaches the function (or macro) `f` of the calling file, else of the
+        files it includes (and they include, a few deep), else a static one or a macro of a
+        file compiled in one unit with it (a unity build's `#include "a.c"` and `#include
+        "b.c"`), else the non-static `f` of every file, as the preprocessor and the linker
+        see them. `s.f()` and `s->f()` call through a pointer: nothing."""
+        if len(parts) != 1:
+            return []
+        context = self._context(path)
+        found = _functions(context.defined(parts[0]))
+        if found:
+            return found
+        for imported in context.star_imports:
+            files = self._module_files(path, context.language, imported.module)
+            found.extend(_functions(self._lookup(files, parts, MAX_HOPS)))
+        if found:
+            return found
+        named = self._linkable(parts[0])
+        unit = [d for d in named if d.file_local and self._one_unit(path, d.path)]
+        return unit or [d for d in named if not d.file_local and d.kind == KIND_FUNCTION]
+
+    def _linkable(self, name: str) -> list[Definition]:
+        """C: the functions and macros named `name`, in any file."""
+        if name not in self._linkable_by_name:
+            self._linkable_by_name[name] = [
+                d
+                for d in _functions(self._store.definitions_named(name))
+                if self._language(d.path) in _LINKED_LANGUAGES
+            ]
+        return self._linkable_by_name[name]
+
+    def _one_unit(self, path: str, other: str) -> bool:
+        """C: whether some file includes both `path` and `other` (a few deep)."""
+        return bool(self._includers(path) & self._includers(other))
+
+    def _includers(self, path: str) -> set[str]:
+        """C: the files including `path`, and the files including those, a few deep."""
+        if path not in self._unit_includers:
+            found: set[str] = set()
+            frontier = {path}
+            for _ in range(MAX_HOPS):
+                frontier = set(self._importers_of(frontier)) - found - {path}
+                if not frontier:
+                    break
+                found |= frontier
+            self._unit_includers[path] = found
+        return self._unit_includers[path]
 
     def _sibling_method(self, call: Call, method: str) -> list[Definition]:
         """Go: `s.f()` in a method of a type declared in another file of its package."""
@@ -895,11 +961,34 @@ class Graph:
             if not body:
                 return self._rooted(("src/lib.rs", "src/main.rs"), None)
             return self._rooted((f"{body}.rs", f"{body}/mod.rs"), None)
+        if language in _LINKED_LANGUAGES:
+            return self._included_files(importer, module)
         if language == "java":
             # A class's file (`import a.b.Foo`), else a package's folder (`import a.b.*`).
             body = module.replace(".", "/")
             return self._rooted((body + ".java",), None) or self._package_files(body, "java")
         return []
+
+    def _included_files(self, importer: str, written: str) -> list[str]:
+        """The file `#include "written"` in `importer` names: from the including file's
+        folder, then each folder above it up to the root, each also through its `include/`;
+        else the one file in the repository whose path ends so (an include path set by the
+        build). The first found, as the preprocessor takes it."""
+        languages = self._file_languages()
+        folder = posixpath.dirname(importer)
+        while True:
+            for candidate in (
+                posixpath.join(folder, written),
+                posixpath.join(folder, "include", written),
+            ):
+                candidate = posixpath.normpath(candidate)
+                if candidate in languages and not candidate.startswith("../"):
+                    return [candidate]
+            if not folder:
+                break
+            folder = posixpath.dirname(folder)
+        ending = self._suffixes().get(posixpath.normpath(written), [])
+        return ending if len(ending) == 1 else []
 
     def _rust_relative_files(self, importer: str, parts: list[str]) -> list[str]:
         """The files of module `crate::…`, `self::…` or `super::…` as `importer` writes it.
@@ -942,6 +1031,12 @@ class Graph:
                     continue
                 found.append(path)
         return found
+
+
+def _functions(definitions: list[Definition]) -> list[Definition]:
+    """C: what a call may reach: functions and macros, not a struct or a variable of the
+    same name (`struct stat` beside `stat()`; a variable called is a function pointer)."""
+    return [d for d in definitions if d.kind in (KIND_FUNCTION, KIND_MACRO)]
 
 
 def _first_rows(impact: Impact, limit: int, exact: bool) -> Impact:

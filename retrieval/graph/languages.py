@@ -44,6 +44,15 @@ class GraphSpec:
     # Java: a method sees its class's fields by their bare names (`excluder.excludeField()`
     # calls a method of the field `excluder` unless a local or parameter has that name).
     implicit_fields: bool = False
+    # C: every name is the file's, as its linker and preprocessor see them (a struct
+    # declared in another's body, a typedef's struct): no definition is qualified by another.
+    flat_names: bool = False
+    # C: what declares a function's parameters and locals; a call by one of their names
+    # goes through a function pointer, and stays unresolved.
+    locals: frozenset[str] = _fs()
+    # C: an import names a file as written (`#include "a/b.h"`), by its path from the
+    # including file or an include folder, and brings in all it defines.
+    imports_files: bool = False
 
 
 _JS = GraphSpec(
@@ -153,6 +162,19 @@ SPECS: dict[str, GraphSpec] = {
         fields=_fs({"field_declaration"}),
         implicit_fields=True,
     ),
+    "c": GraphSpec(
+        functions=_fs({"function_definition"}),
+        classes=_fs({"struct_specifier", "union_specifier", "enum_specifier"}),
+        calls={"call_expression": "function"},
+        imports=_fs({"preproc_include"}),
+        self_names=_fs(),
+        # File-level variables (not `extern` ones, nor prototypes: declarations of what is
+        # defined elsewhere), typedefs and `#define`s.
+        variables=_fs({"declaration", "type_definition", "preproc_def", "preproc_function_def"}),
+        flat_names=True,
+        locals=_fs({"parameter_declaration", "declaration"}),
+        imports_files=True,
+    ),
 }
 
 # File-name conventions for tests, per language family; a folder named like this marks
@@ -174,5 +196,7 @@ def is_test_path(path: str) -> bool:
         return stem.endswith("_test")
     if extension == "java":
         return stem.endswith(("Test", "Tests"))
+    if extension in ("c", "h"):
+        return stem.startswith("test_") or stem.endswith("_test")
     # JS/TS: `x.test.ts`, `x.spec.js`.
     return ".test." in name or ".spec." in name

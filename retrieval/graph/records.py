@@ -9,6 +9,13 @@ KIND_FUNCTION = "function"
 KIND_METHOD = "method"
 # A module-level (or Rust associated) constant or variable: `MAX = 3`, `export const x`.
 KIND_VARIABLE = "variable"
+# C's `#define`, object-like (`#define isError ERR_isError`) or function-like: where it is
+# seen, a call by its name is the macro's.
+KIND_MACRO = "macro"
+
+# A call's receiver when it goes through a function pointer (C's `handler(x)` where
+# `handler` is a parameter or local): it reaches no definition by its name.
+THROUGH_POINTER = "?"
 
 # How a call site's callee name was matched to definitions (see graph.py).
 RESOLVED = "resolved"
@@ -45,6 +52,9 @@ class Definition(_Fact):
     # The one class a function declares it returns, as written (`-> Session`, `): Session`);
     # None for none declared, or anything else (`Optional[…]`, unions).
     returns: str | None = None
+    # Seen only by its own file and the files including it: C's `static` functions and
+    # variables, and `#define`s. A call from elsewhere never reaches it.
+    file_local: bool = False
 
     @property
     def name(self) -> str:
@@ -62,7 +72,8 @@ class Call(_Fact):
     `receiver`: for `s.send()` or `self.s.send()`, the class `s` was bound to as written
     (`requests.Session` after `s = requests.Session()` or `s: Session`), or the function
     whose result it was bound to (`make_session` after `s = make_session()`), when that
-    one name is all it was bound to; resolved at query time like any name.
+    one name is all it was bound to; resolved at query time like any name. THROUGH_POINTER
+    for a call through a function pointer.
     """
 
     path: str

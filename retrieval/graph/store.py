@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from codeqa.retrieval.errors import IndexMismatch, cannot_write
+from codeqa.retrieval.graph.languages import SPECS
 from codeqa.retrieval.graph.records import Base, Call, Definition, FileGraph, Import, Module
 
 GRAPH_NAME = "graph.sqlite"
@@ -19,7 +20,7 @@ CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,
     language TEXT, is_test INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS definitions (path TEXT NOT NULL, qualname TEXT NOT NULL,
     name TEXT NOT NULL, kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-    returns TEXT);
+    returns TEXT, file_local INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS definitions_by_name ON definitions (name);
 CREATE INDEX IF NOT EXISTS definitions_by_path ON definitions (path);
 CREATE TABLE IF NOT EXISTS calls (path TEXT NOT NULL, caller TEXT, callee TEXT NOT NULL,
@@ -46,13 +47,15 @@ _VALUES_PER_QUERY = 400
 
 # A definition as read, its fields in Definition's order: a query reads every definition of
 # each file its calls come from, but makes Definitions of the few it looks up (see graph.py).
-DefinitionRow = tuple[str, str, str, int, int, str | None]
+# SQLite gives `file_local` back as 0 or 1, which equal and hash as False and True.
+DefinitionRow = tuple[str, str, str, int, int, str | None, bool]
 
 
-def module_leaf(module: str) -> str:
-    """The last part of a module as written: `..a.b` → b, `./m/x.js` → x, `a/b/pkg` → pkg."""
+def module_leaf(module: str, file_named: bool = False) -> str:
+    """The last part of a module as written: `..a.b` → b, `./m/x.js` → x, `a/b/pkg` → pkg;
+    `util.h` → util where the language names files (`file_named`: C's includes)."""
     tail = module.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lstrip(".")
-    if "/" in module:
+    if "/" in module or file_named:
         tail = tail.split(".", 1)[0]  # a file name: drop its extension
     return tail.rsplit(".", 1)[-1]
 
@@ -150,14 +153,25 @@ class GraphStore:
 
     def _insert(self, facts: FileGraph) -> None:
         db = self._db
+        spec = SPECS.get(facts.language or "")
+        file_named = spec is not None and spec.imports_files
         db.execute(
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
             (facts.path, facts.sha256, facts.language, int(facts.is_test)),
         )
         db.executemany(
-            "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (d.path, d.qualname, d.name, d.kind, d.start_line, d.end_line, d.returns)
+                (
+                    d.path,
+                    d.qualname,
+                    d.name,
+                    d.kind,
+                    d.start_line,
+                    d.end_line,
+                    d.returns,
+                    int(d.file_local),
+                )
                 for d in facts.definitions
             ],
         )
@@ -168,7 +182,7 @@ class GraphStore:
         db.executemany(
             "INSERT INTO imports VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (i.path, i.module, i.name, i.alias, i.line, module_leaf(i.module))
+                (i.path, i.module, i.name, i.alias, i.line, module_leaf(i.module, file_named))
                 for i in facts.imports
             ],
         )
@@ -202,8 +216,8 @@ class GraphStore:
 
     def definitions_named(self, name: str) -> list[Definition]:
         rows = self._db.execute(
-            "SELECT path, qualname, kind, start_line, end_line, returns FROM definitions "
-            "WHERE name = ?",
+            "SELECT path, qualname, kind, start_line, end_line, returns, file_local "
+            "FROM definitions WHERE name = ?",
             (name,),
         )
         return [Definition(*row) for row in rows]
@@ -216,8 +230,8 @@ class GraphStore:
         """`definitions_in` as rows, for a caller that makes Definitions of only a few."""
         return list(
             self._rows_where_in(
-                "SELECT path, qualname, kind, start_line, end_line, returns FROM definitions "
-                "WHERE path IN ({marks}) ORDER BY path, rowid",
+                "SELECT path, qualname, kind, start_line, end_line, returns, file_local "
+                "FROM definitions WHERE path IN ({marks}) ORDER BY path, rowid",
                 paths,
             )
         )

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from codeqa.retrieval.errors import UnknownSymbol
 from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH
 from codeqa.tui.cli.common import (
     MAX_GRAPH_ROWS,
@@ -114,22 +115,27 @@ def print_relations(request: GraphRequest, live: LiveIndex, out: TextIO) -> int:
     limit = request.limit
     with live.borrow() as index:
         graph = index.graph
-        if request.relation == "impact":
-            impact = graph.impact(request.target, request.depth, limit)
-            if request.json:
-                found = impact_to_json(request.target, impact) | listing_counts_to_json(impact)
-                print(json.dumps(found), file=out)
-                return 0
-            lines = impact_lines(impact)
-            if impact.left_out or not impact.exact:
-                more = left_out_line(
-                    impact.left_out, "--limit 0", exact=impact.exact, unexamined=impact.unexamined
-                )
-                lines.append(more)
-            print("\n".join(lines), file=out)
+        try:
+            if request.relation == "impact":
+                impact = graph.impact(request.target, request.depth, limit)
+            else:
+                definitions = graph.definitions(request.target)
+                listed = graph.listing(request.relation, request.target, limit)
+        except UnknownSymbol as error:
+            raise index.graph_miss(request.target, error) from None
+    if request.relation == "impact":
+        if request.json:
+            found = impact_to_json(request.target, impact) | listing_counts_to_json(impact)
+            print(json.dumps(found), file=out)
             return 0
-        definitions = graph.definitions(request.target)
-        listed = graph.listing(request.relation, request.target, limit)
+        lines = impact_lines(impact)
+        if impact.left_out or not impact.exact:
+            more = left_out_line(
+                impact.left_out, "--limit 0", exact=impact.exact, unexamined=impact.unexamined
+            )
+            lines.append(more)
+        print("\n".join(lines), file=out)
+        return 0
     if request.json:
         found = references_to_json(request.target, definitions, listed.references)
         print(json.dumps(found | listing_counts_to_json(listed)), file=out)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from codeqa.retrieval.chunking.languages import canonical_language
 from codeqa.retrieval.config import index_dir_for
-from codeqa.retrieval.errors import CodeqaError, IndexNotFound, IndexUnusable
+from codeqa.retrieval.errors import CodeqaError, IndexNotFound, IndexUnusable, UnknownSymbol
 from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Reference
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import resolve_repo
@@ -380,16 +380,19 @@ class IndexService:
         symbol = symbol.strip()
         with self._borrow() as index:
             graph = index.graph
-            if relation == "impact":
-                return _bounded_impact(relation, graph.impact(symbol, depth, limit))
-            definitions = graph.definitions(symbol)
             listed = None
-            if relation == "callees":
-                found = graph.callees(symbol)
-            else:
-                named = "refs" if relation == "references" else "callers"
-                listed = graph.listing(named, symbol, limit)
-                found = list(listed.references)
+            try:
+                if relation == "impact":
+                    return _bounded_impact(relation, graph.impact(symbol, depth, limit))
+                definitions = graph.definitions(symbol)
+                if relation == "callees":
+                    found = graph.callees(symbol)
+                else:
+                    named = "refs" if relation == "references" else "callers"
+                    listed = graph.listing(named, symbol, limit)
+                    found = list(listed.references)
+            except UnknownSymbol as error:
+                raise index.graph_miss(symbol, error) from None
             unresolved = listed.unresolved if listed and relation == "callers" else 0
         kept: list[Reference] = []
         used = sum(len(definition_line(d)) + 1 for d in definitions)
