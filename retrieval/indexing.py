@@ -294,22 +294,29 @@ def build_index(
     with index_lock(directory):
         if rebuild:
             _wipe(directory, settings)
-        rebuilt_because: str | None = None
+        rebuilt: str | None = None  # why the index is built again, for the report's note
+        manifest: Manifest | None = None
         try:
             manifest = Manifest.load(directory)
         except IndexUnusable as error:
-            rebuilt_because = error.reason
+            rebuilt = f"the index could not be used ({error.reason}): built it again"
         else:
             if manifest is not None and store_lost(settings, directory, manifest):
-                rebuilt_because = "its store was deleted"
-        if rebuilt_because is not None:
-            # The index is a cache: one that cannot be used stopped every command (or
-            # answered every search with nothing) until the user rebuilt by hand. It is
-            # built again now, every vector from the vector cache, which is kept.
+                rebuilt = "the index could not be used (its store was deleted): built it again"
+            elif manifest is not None and manifest.store == settings.store == "lancedb":
+                outdated = manifest.outdated(content_version(settings.chunker))
+                if outdated is not None:
+                    rebuilt = f"the index was built again: {outdated}"
+        # The model the index was built with, kept through a rebuild it did not ask for.
+        embedder = _embedder(settings, manifest)
+        if rebuilt is not None:
+            # The index is a cache: one that cannot be used, or that another codeqa
+            # version wrote, stopped every command (or answered every search with
+            # nothing) until the user rebuilt by hand. It is built again now, every
+            # vector from the vector cache, which is kept.
             _wipe(directory, settings)
             manifest = None
         _mark(directory)
-        embedder = _embedder(settings, manifest)
         if manifest is None:
             manifest = Manifest(
                 repo_root=str(root),
@@ -326,8 +333,8 @@ def build_index(
             )
         manifest.include_generated = discover_options(settings, manifest).include_generated
         report = IndexReport(repo_root=root, index_dir=directory, embedder_name=embedder.name)
-        if rebuilt_because is not None:
-            report.index_note = f"the index could not be used ({rebuilt_because}): built it again"
+        if rebuilt is not None:
+            report.index_note = rebuilt
         stamps_before = dict(manifest.stamps)
         began = time.perf_counter()
         changed, seen = _scan(root, settings, manifest, report, notify, directory)

@@ -137,22 +137,25 @@ class Manifest:
                 temporary.unlink()
             raise cannot_write(directory, error) from None
 
+    def outdated(self, chunker_version: str) -> str | None:
+        """Why another codeqa version's index must be built again (its format or its chunks
+        are not this version's); None when it is current."""
+        if self.format_version != INDEX_FORMAT_VERSION:
+            return (
+                f"it was written by another codeqa version (format {self.format_version}; "
+                f"this one: {INDEX_FORMAT_VERSION})"
+            )
+        if self.chunker_version != chunker_version and _strategy(self.chunker_version) == (
+            _strategy(chunker_version)
+        ):
+            return (
+                f"its chunks were cut by another codeqa version ({self.chunker_version}; "
+                f"this one: {chunker_version})"
+            )
+        return None
+
     def check_compatible(self, *, embedder_name: str, chunker_version: str, store: str) -> None:
         """Refuse to mix vectors of different models or chunks of different chunkers."""
-        if self.format_version != INDEX_FORMAT_VERSION:
-            raise IndexMismatch(
-                "this index was written by another codeqa version; run `codeqa index --rebuild`"
-            )
-        if self.embedder_name != embedder_name:
-            raise IndexMismatch(
-                f"this index was built with embedder {self.embedder_name!r}, not "
-                f"{embedder_name!r}; run `codeqa index --rebuild` to re-embed with the new one"
-            )
-        if self.chunker_version != chunker_version:
-            raise IndexMismatch(
-                f"this index was built with chunker version {self.chunker_version}, this codeqa "
-                f"has {chunker_version}; run `codeqa index --rebuild`"
-            )
         if self.store != store:
             # `--rebuild` here would delete the other store's index: a second index folder
             # keeps both.
@@ -163,3 +166,30 @@ class Manifest:
                 "same --index-dir to search, ask, ...); `codeqa index --rebuild` would replace "
                 f"the {self.store} index"
             )
+        outdated = self.outdated(chunker_version)
+        if outdated is not None and self.store == "lancedb":
+            # A cache on this machine: built again by the next command that writes it
+            # (build_index).
+            raise IndexUnusable(f"this index: {outdated}; run `codeqa index`", outdated)
+        if outdated is not None:
+            # A Weaviate index may be a team's, read by other checkouts and codeqa versions:
+            # built again only when someone asks.
+            raise IndexMismatch(f"this index: {outdated}; run `codeqa index --rebuild`")
+        if self.chunker_version != chunker_version:
+            raise IndexMismatch(
+                f"this index was built with chunker {self.chunker_version!r}, these settings "
+                f"ask for {chunker_version!r}; run `codeqa index --rebuild`"
+            )
+        if self.embedder_name != embedder_name:
+            raise IndexMismatch(
+                f"this index was built with embedder {self.embedder_name!r}, not "
+                f"{embedder_name!r}; run `codeqa index --rebuild` to re-embed with the new one"
+            )
+
+
+def _strategy(chunker_version: str) -> str:
+    """The chunker strategy a content version names last ("…, windows"); "" for the default
+    three-tier chunker, whose version names none. Another strategy is another setting, not
+    another codeqa version: an index of one is never rebuilt as the other."""
+    last = chunker_version.rpartition(", ")[2]
+    return "" if any(character.isdigit() for character in last) else last

@@ -137,3 +137,60 @@ def test_a_deleted_store_is_said_by_status_and_built_again_by_the_next_search(
     out, err = capsys.readouterr()
     assert out == before  # not "no results" from an empty store made in its place
     assert "its store was deleted" in err
+
+
+def written_by_another_chunker(path: Path) -> None:
+    data = json.loads(path.read_text())
+    data["chunker_version"] = "1"
+    path.write_text(json.dumps(data))
+
+
+def written_in_another_format(path: Path) -> None:
+    data = json.loads(path.read_text())
+    data["format_version"] -= 1
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("older", [written_by_another_chunker, written_in_another_format])
+def test_an_index_another_codeqa_version_wrote_is_built_again_with_its_model_and_cached_vectors(
+    indexed: Path, capsys, older: Callable[[Path], None]
+) -> None:
+    """After an upgrade that changes the chunks, every command stopped with "run `codeqa
+    index --rebuild`". The next search builds it again instead, with the model the index was
+    built with (here not the default), and the cache spares every vector."""
+    assert main(["search", "decode a JSON document", "--repo", str(indexed), *EMBED]) == 0
+    before = capsys.readouterr().out
+    older(manifest_of(indexed))
+    assert main(["search", "decode a JSON document", "--repo", str(indexed)]) == 0
+    out, err = capsys.readouterr()
+    assert out == before
+    notes = [line for line in err.splitlines() if "another codeqa version" in line]
+    assert len(notes) == 1 and "built again" in notes[0], err
+    assert main(["status", "--repo", str(indexed), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["embedder"].startswith("wordllama") or "wordllama" in status["embedder"]
+    assert status["vectors_filled_percent"] == 100.0
+    older(manifest_of(indexed))
+    assert main(["index", str(indexed)]) == 0
+    assert "vectors: 0 embedded" in capsys.readouterr().out
+
+
+def test_a_weaviate_index_another_codeqa_version_wrote_is_rebuilt_only_when_asked() -> None:
+    """A Weaviate index may be a team's, read by checkouts of other codeqa versions: one of
+    them rebuilding it would drop everyone's tenant. It names --rebuild instead."""
+    from codeqa.retrieval.errors import IndexMismatch, IndexUnusable
+    from codeqa.retrieval.manifest import Manifest
+
+    current = dict(embedder_name="m", chunker_version="chunker 9, keywords 2")
+    for store, rebuilt_here in (("lancedb", True), ("weaviate", False)):
+        manifest = Manifest(
+            repo_root="/r",
+            embedder_name="m",
+            embedder_dim=4,
+            chunker_version="chunker 1, keywords 2",
+            store=store,
+        )
+        with pytest.raises(IndexMismatch) as raised:
+            manifest.check_compatible(**current, store=store)
+        assert isinstance(raised.value, IndexUnusable) is rebuilt_here
+        assert ("--rebuild" in str(raised.value)) is not rebuilt_here
