@@ -54,6 +54,7 @@ def _graph_of(tmp_path: Path, files: dict[str, str]) -> Iterator[Graph]:
     repo = tmp_path / "repo"
     repo.mkdir()
     for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     directory = tmp_path / "index"
     directory.mkdir()
@@ -291,6 +292,30 @@ def test_impact_reaches_every_importer_of_a_widely_imported_file(tmp_path):
     tests = [f"tests/test_{module}.py" for module in modules]
     assert impact.importers == tuple(sorted([f"{module}.py" for module in modules] + tests))
     assert impact.tests == tuple(sorted(tests))
+
+
+def test_a_java_class_import_makes_its_file_an_importer_of_that_class_not_of_its_package(
+    tmp_path,
+):
+    """`import a.text.Builder` imports Builder.java; the package's other classes are not
+    imported (only `import a.text.*` imports them all), so they leave the file's impact."""
+    package = "src/a/text"
+    files = {
+        f"{package}/Builder.java": "package a.text;\npublic class Builder {}\n",
+        f"{package}/Words.java": (
+            "package a.text;\npublic class Words {\n    public static void wrap() {}\n}\n"
+        ),
+        "src/a/Objects.java": "package a;\nimport a.text.Builder;\npublic class Objects {}\n",
+        "src/a/Every.java": "package a;\nimport a.text.*;\npublic class Every {}\n",
+        "src/a/Wrapped.java": (
+            "package a;\nimport static a.text.Words.wrap;\npublic class Wrapped {}\n"
+        ),
+    }
+    with _graph_of(tmp_path, files) as graph:
+        words, builder = f"{package}/Words.java", f"{package}/Builder.java"
+        assert graph.importers(words) == ["src/a/Every.java", "src/a/Wrapped.java"]
+        assert graph.importers(builder) == ["src/a/Every.java", "src/a/Objects.java"]
+        assert "src/a/Objects.java" not in graph.impact(words).importers
 
 
 def _repo_of_features(tmp_path: Path, features: int) -> Graph:

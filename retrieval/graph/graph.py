@@ -463,6 +463,14 @@ class Graph:
     def _imported_files(self, imported: Import) -> set[str]:
         """The files an import names: its module, or a module it imports from a package."""
         language = self._language(imported.path)
+        if language == "java" and imported.name is not None:
+            # `import a.b.C` imports C's file alone, and `import static a.b.C.m` C's file:
+            # package a.b's other classes are imported only by `import a.b.*` (name None).
+            joined = _join_module(language, imported.module, imported.name)
+            return {
+                *self._rooted((joined.replace(".", "/") + ".java",), None),
+                *self._rooted((imported.module.replace(".", "/") + ".java",), None),
+            }
         files = set(self._module_files(imported.path, language, imported.module))
         if imported.name and imported.name != "default":
             joined = _join_module(language, imported.module, imported.name)
