@@ -318,6 +318,46 @@ def test_a_java_class_import_makes_its_file_an_importer_of_that_class_not_of_its
         assert "src/a/Objects.java" not in graph.impact(words).importers
 
 
+def test_a_java_call_reaches_the_overload_taking_as_many_arguments_as_it_passes(tmp_path):
+    """Overloads share a name; the argument count tells them apart, a `T...` taking any
+    number from its count less one. A count no overload takes keeps every candidate."""
+    text = """package a;
+public class Strings {
+    public static String cut(String s, int width) {
+        return cut(s, "...", width);
+    }
+    public static String cut(String s, String marker, int width) {
+        return s;
+    }
+    public static void check(Object o) {
+        check(o, "null", /* no args */ new Object[0]);
+    }
+    public static void check(Object o, String message, Object... values) {
+        if (o == null) throw new IllegalArgumentException(message);
+    }
+    static void use(String s) {
+        cut(s, 3);
+        check(s, "s");
+        check(s);
+        check();
+    }
+}
+"""
+    with _graph_of(tmp_path, {"src/a/Strings.java": text}) as graph:
+        reached = {
+            (r.line, tuple(t.start_line for t in r.targets), r.resolution)
+            for r in graph.callers("Strings.cut") + graph.callers("Strings.check")
+        }
+    assert reached == {
+        (4, (6,), "resolved"),  # cut(s, "...", width): the three-parameter cut
+        (16, (3,), "resolved"),  # cut(s, 3)
+        (10, (12,), "resolved"),  # check(o, "null", values): the variadic check
+        (17, (12,), "resolved"),  # check(s, "s"): no values
+        (18, (9,), "resolved"),  # check(s)
+        (19, (9, 12), "ambiguous"),  # check(): no overload takes none
+    }
+
+
 def _repo_of_features(tmp_path: Path, features: int) -> Graph:
     """`core.py`'s `shared` and `Base`, each used by `features` files of their own."""
     repo = tmp_path / "repo"

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 # 6: manifests' module names (go.mod, package.json, Cargo.toml); calls typed by Java's fields,
 # parameters and locals, Go's parameters and struct fields; Go generic types' methods named
 # by the type alone (`Store.Get`, not `Store[K].Get`). 7: C (definitions say whether they
-# are local to their file; `#define`s are macros; includes are imports).
-GRAPH_VERSION = 7
+# are local to their file; `#define`s are macros; includes are imports); 8: Java's parameter
+# and argument counts, which tell a call's overload.
+GRAPH_VERSION = 8
 
 __all__ = [
     "AMBIGUOUS",

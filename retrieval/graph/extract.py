@@ -305,8 +305,17 @@ class _Walker:
                 returns = ".".join(scope)
         # C: a `static` function, and a type, are seen by their own file and its includers.
         file_local = self.spec.flat_names and (is_class or "static" in _storage(node))
+        arity, variadic = _java_parameters(node) if self.language == "java" else (None, False)
         definition = Definition(
-            self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns, file_local
+            self.facts.path,
+            qualname,
+            kind,
+            _line(node),
+            node.end_point[0] + 1,
+            returns,
+            file_local,
+            arity,
+            variadic,
         )
         if is_class:
             self.class_names.add(qualname)
@@ -688,7 +697,8 @@ class _Walker:
         if caller is not None and callee in self.declared_locals.get(caller, ()):
             bound = THROUGH_POINTER  # C: `handler(x)` where handler is a parameter or local
         line = _line(node) + self.line_offset
-        self.facts.calls.append(Call(self.facts.path, caller, callee, line, bound))
+        arguments = _java_arguments(node) if self.language == "java" else None
+        self.facts.calls.append(Call(self.facts.path, caller, callee, line, bound, arguments))
 
     def _macro_items(self, tokens: Node, scope: _Scope) -> None:
         """The definitions and calls of the items a macro's braces hold, parsed as Rust on
@@ -1124,3 +1134,24 @@ def _bases(node: Node, language: str) -> list[str]:
         if name and name.replace(".", "_").replace("$", "_").isidentifier():
             names.append(name)
     return names
+
+
+def _java_parameters(node: Node) -> tuple[int | None, bool]:
+    """A Java method's or constructor's parameter count, and whether the last is `T...`."""
+    parameters = node.child_by_field_name("parameters")
+    if parameters is None or node.type not in ("method_declaration", "constructor_declaration"):
+        return None, False
+    declared = [
+        child
+        for child in parameters.named_children
+        if child.type in ("formal_parameter", "spread_parameter")
+    ]
+    return len(declared), bool(declared) and declared[-1].type == "spread_parameter"
+
+
+def _java_arguments(node: Node) -> int | None:
+    """How many arguments a Java call or `new` passes (comments inside are not counted)."""
+    arguments = node.child_by_field_name("arguments")
+    if arguments is None:
+        return None
+    return sum(1 for child in arguments.named_children if not child.type.endswith("comment"))

@@ -155,7 +155,10 @@ class Graph:
         self._by_folder: dict[tuple[str, str], list[str]] | None = None
         self._packages: dict[tuple[str, str], list[str]] = {}
         self._modules: dict[str, list[Module]] | None = None
-        self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
+        # By a call's path, caller, callee, receiver and argument count.
+        self._resolved: dict[
+            tuple[str, str | None, str, str | None, int | None], tuple[Definition, ...]
+        ] = {}
         self._linkable_by_name: dict[str, list[Definition]] = {}  # C: `_linkable`
         self._unit_includers: dict[str, set[str]] = {}  # C: who includes a file, a few deep
 
@@ -414,9 +417,14 @@ class Graph:
     @_serialized
     def resolve(self, call: Call) -> tuple[Definition, ...]:
         """The definitions `call` may reach: none (unresolved), one, or all candidates."""
-        key = (call.path, call.caller, call.callee, call.receiver)
+        key = (call.path, call.caller, call.callee, call.receiver, call.arguments)
         if key not in self._resolved:
-            self._resolved[key] = tuple(dict.fromkeys(self._resolve(call)))
+            targets = tuple(dict.fromkeys(self._resolve(call)))
+            if len(targets) > 1 and call.arguments is not None:
+                # Java overloads: those that take as many arguments as the call passes.
+                fitting = tuple(t for t in targets if t.accepts(call.arguments))
+                targets = fitting or targets
+            self._resolved[key] = targets
         return self._resolved[key]
 
     def _importers_of(self, paths: Iterable[str]) -> dict[str, str]:
