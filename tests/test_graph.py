@@ -358,6 +358,35 @@ public class Strings {
     }
 
 
+def test_a_symbol_is_found_by_the_names_java_and_rust_users_copy(tmp_path):
+    """A Java method by its fully qualified name (an import, a stack trace) or Javadoc's
+    `Class#method(Type, …)`, whose parameters pick the overload; a Rust function by its
+    crate's path (`my_crate::util::parse`, no `src`)."""
+    files = {
+        "lib/src/main/java/org/ex/Strings.java": (
+            "package org.ex;\npublic class Strings {\n"
+            "    public static String cut(String s, int width) { return s; }\n"
+            "    public static String cut(String s, String marker, int width) { return s; }\n"
+            "}\n"
+        ),
+        "my_crate/src/lib.rs": "pub mod util;\npub struct Args;\nimpl Args {\n"
+        "    pub fn new() -> Self { Args }\n}\n",
+        "my_crate/src/util.rs": "pub fn parse(s: &str) -> bool {\n    s.is_empty()\n}\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
+
+        def lines(symbol: str) -> list[int]:
+            return [d.start_line for d in graph.definitions(symbol)]
+
+        assert lines("org.ex.Strings.cut") == [3, 4]
+        assert lines("Strings#cut") == [3, 4]
+        assert lines("org.ex.Strings#cut(String, int)") == [3]
+        assert lines("Strings#cut(java.util.Map<String, Integer>, String, int)") == [4]
+        assert lines("my_crate::util::parse") == [1]
+        assert lines("my_crate::Args::new") == [4]
+        assert lines("other_crate::util::parse") == []
+
+
 def _repo_of_features(tmp_path: Path, features: int) -> Graph:
     """`core.py`'s `shared` and `Base`, each used by `features` files of their own."""
     repo = tmp_path / "repo"

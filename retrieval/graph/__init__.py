@@ -19,7 +19,7 @@ from codeqa.retrieval.graph.records import (
 
 if TYPE_CHECKING:
     from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
-    from codeqa.retrieval.graph.graph import Graph
+    from codeqa.retrieval.graph.graph import Graph, written_symbol
     from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore, graph_sound
 
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
@@ -51,6 +51,7 @@ __all__ = [
     "graph_sound",
     "is_test_path",
     "refresh_graph",
+    "written_symbol",
 ]
 
 
@@ -62,10 +63,10 @@ def __getattr__(name: str) -> object:
         from codeqa.retrieval.graph import build
 
         return getattr(build, name)
-    if name == "Graph":
+    if name in ("Graph", "written_symbol"):
         from codeqa.retrieval.graph import graph
 
-        return graph.Graph
+        return getattr(graph, name)
     if name in ("GRAPH_FILES", "GRAPH_NAME", "GraphStore", "graph_sound"):
         from codeqa.retrieval.graph import store
 

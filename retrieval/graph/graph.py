@@ -188,17 +188,24 @@ class Graph:
         """Definitions named `symbol`: a name (`get`) or a dotted tail (`Session.get`, `api.get`).
 
         A dotted symbol may start with module names: `requests.api.get` is `get` in a file
-        whose path ends in requests/api.*. Rust's and C++'s `::` reads as a dot
-        (`RecursionGuard::new`).
+        whose path ends in requests/api.*, `org.ex.Strings.cut` a method of Java's
+        org/ex/Strings.java, `my_crate::util::f` Rust's my_crate/src/util.rs (`_full_names`).
+        Rust's and C++'s `::` and Javadoc's `#` read as dots (`RecursionGuard::new`,
+        `Strings#cut`); Java's parameter list picks overloads by their count (`cut(String,
+        int)`).
         """
         self._forget_if_changed()
-        symbol = symbol.replace("::", ".")
+        symbol, parameters = written_symbol(symbol)
         name = symbol.rsplit(".", 1)[-1]
         found = self._store.definitions_named(name)
         if "." in symbol:
             found = [
-                d for d in found if _full_name(d) == symbol or _full_name(d).endswith("." + symbol)
+                d
+                for d in found
+                if any(full == symbol or full.endswith("." + symbol) for full in _full_names(d))
             ]
+        if parameters is not None:
+            found = [d for d in found if d.arity is None or d.arity == parameters]
         return sorted(found, key=lambda d: (d.path, d.start_line))
 
     @_serialized
@@ -1096,9 +1103,39 @@ def _join_module(language: str, module: str, name: str) -> str:
     return f"{module}.{name}" if module and not module.endswith(".") else module + name
 
 
-def _full_name(definition: Definition) -> str:
-    """`src/requests/api.py` + `get` → `src.requests.api.get`; packages lose their `__init__`."""
+def written_symbol(symbol: str) -> tuple[str, int | None]:
+    """A symbol as the graph spells it, and how many parameters it names (None: no list).
+
+    `::` (Rust, C++) and `#` (Javadoc's `{@link Strings#cut}`) read as dots; a parameter
+    list, as Javadoc and stack traces write one, is dropped and counted: `Strings#cut(String,
+    int)` → (`Strings.cut`, 2). Commas inside `<…>` (`Map<K, V>`) separate no parameters.
+    """
+    symbol = symbol.strip().replace("::", ".").replace("#", ".")
+    opened = symbol.find("(")
+    if opened <= 0 or not symbol.endswith(")"):
+        return symbol, None
+    inside = symbol[opened + 1 : -1]
+    depth, parameters = 0, 1 if inside.strip() else 0
+    for character in inside:
+        depth += (character == "<") - (character == ">")
+        parameters += character == "," and depth == 0
+    return symbol[:opened].strip(), parameters
+
+
+def _full_names(definition: Definition) -> list[str]:
+    """The dotted names `definition` may be written by: its path as modules, a package
+    losing its `__init__` (`src/requests/api.py` + `get` → `src.requests.api.get`); a Java
+    class's file not named twice (`org/ex/Strings.java` + `Strings.cut` → `org.ex.Strings.cut`,
+    as an import or a stack trace writes it); Rust's `src/` left out (`my_crate/src/lib.rs` +
+    `Args.new` → `my_crate.Args.new`, the crate's own path)."""
     module = definition.path.rsplit(".", 1)[0].split("/")
     if module[-1] in _FOLDER_MODULES:
         module.pop()
-    return ".".join([*module, definition.qualname])
+    names = [".".join([*module, definition.qualname])]
+    extension = definition.path.rsplit(".", 1)[-1]
+    if extension == "java" and module and definition.qualname.split(".", 1)[0] == module[-1]:
+        names.append(".".join([*module[:-1], definition.qualname]))
+    if extension == "rs" and "src" in module:
+        at = len(module) - 1 - module[::-1].index("src")
+        names.append(".".join([*module[:at], *module[at + 1 :], definition.qualname]))
+    return names
