@@ -43,7 +43,8 @@ SIGNATURE_HEAD_CHARS = 24
 # limit for widening a hit: beyond it a location stops being one place to look.
 MAX_LOCATION_LINES = MAX_ENCLOSING_LINES
 
-_COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+|--|;+|%+)\s?(.*?)\s*(?:\*/)?\s*$")
+# A comment line and its text; a block comment's lone closer (`*/`) is none.
+_COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+(?!/)|--|;+|%+)\s?(.*?)\s*(?:\*/)?\s*$")
 _DOCSTRING_OPEN = re.compile(r"^\s*[rRuUbB]?(\"\"\"|''')(.*)$")
 
 
@@ -341,18 +342,29 @@ def _docstring(lines: list[str]) -> str | None:
 
 
 def _leading_comment(lines: list[str]) -> str | None:
-    """Comment lines at the top of the chunk, or right after its first (signature) line."""
+    """Comment lines at the top of the chunk, or right after its first (signature) line.
+
+    Not the tail of a block comment begun above the chunk (a long Javadoc cut into two
+    chunks): its `@param` lines or table cells say nothing of the code."""
     for start in (0, 1):
         body: list[str] = []
+        opened = False  # a block comment's `/*` was read
         for line in lines[start : start + 8]:
             match = _COMMENT.match(line) if line.strip() else None
-            if match is None:
+            if match is None or (not opened and _continues_a_block_comment(line)):
                 break
+            opened = opened or line.lstrip().startswith("/*")
             if match.group(1) and not match.group(1).startswith(("!", "-*-", "@", "type:", "noqa")):
                 body.append(match.group(1))
         if body:
             return " ".join(body)
     return None
+
+
+def _continues_a_block_comment(line: str) -> bool:
+    """` * text` or ` */`: a line inside a block comment, whose opener is above it."""
+    stripped = line.lstrip()
+    return stripped.startswith("*") and not stripped.startswith("/*")
 
 
 def _best_line(

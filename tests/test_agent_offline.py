@@ -14,7 +14,7 @@ from codeqa.agent.planner import plan_offline
 from codeqa.agent.state import QueryKind, Turn
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discovery.walk import discover, read_repo_file
-from codeqa.retrieval.records import SearchHit, SearchMode, SourceFile
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SearchMode, SourceFile
 from codeqa.retrieval.search.relevance import RELEVANCE_HITS
 
 
@@ -394,3 +394,32 @@ def test_a_word_that_points_back_becomes_the_last_answers_subject():
     # A question with its own subject, or no subject to point at, is left as it is.
     assert point_back("who calls py_scanstring?", history) == "who calls py_scanstring?"
     assert point_back("who calls it?", [Turn("hello", "Hello!")]) == "who calls it?"
+
+
+def _java_method(text: str) -> Chunk:
+    return Chunk(
+        "src/Strings.java",
+        10,
+        10 + text.count("\n"),
+        "java",
+        ChunkKind.DECLARATION,
+        "Strings.cut",
+        "public static String cut(String s, int width) {",
+        text,
+        "",
+    )
+
+
+def test_a_chunk_starting_inside_a_javadoc_is_described_by_its_code_not_the_comments_tail():
+    """A long Javadoc is cut into two chunks; the second starts with its tail: `@param`
+    lines, a table's cells, the closer `*/`. None of that describes the method."""
+    code = "    public static String cut(String s, int width) {\n        return s;\n    }\n"
+    tail = "     * @param s  the String to cut\n     * @return the cut String\n     */\n"
+    table = '     * <td>"org.ex.Strings"</td>\n     * <td>18</td>\n     * </table>\n     */\n'
+    assert describe(_java_method(tail + code)) == "defines `Strings.cut`"
+    assert describe(_java_method(table + code)) == "defines `Strings.cut`"
+    whole = (
+        "    /**\n     * Cuts a String to a width.\n     *\n     * @param s  the String\n     */\n"
+    )
+    assert describe(_java_method(whole + code)) == "Cuts a String to a width."
+    assert describe(_java_method("    /** Cuts a String. */\n" + code)) == "Cuts a String."
