@@ -272,6 +272,12 @@ def display_signature(chunk: Chunk, terms: frozenset[str] | set[str] = frozenset
     return " · ".join(lines) or chunk.symbol
 
 
+# Languages where a line starting with `#` is code, not a comment: Rust's attributes
+# (`#[inline]`, `#[derive(Debug)]`), the C family's preprocessor and C#'s `#region`,
+# JavaScript's private fields (`#count = 0`).
+_HASH_IS_CODE = frozenset(
+    {"rust", "c", "cpp", "cuda", "objc", "csharp", "swift", "javascript", "typescript", "tsx"}
+)
 # Languages whose line comments start with `#`: a signature may have swallowed one.
 _HASH_COMMENT_LANGUAGES = frozenset({"python", "ruby", "bash", "elixir", "perl", "r", "julia"})
 _TRAILING_HASH_COMMENT = re.compile(r"\s+#(?![{\[]).*$")
@@ -305,7 +311,7 @@ def describe(
     if inside and chunk.symbol:
         best = _best_line(lines, terms, require_match=True)
         return f"a later part of `{chunk.symbol}`" + (f"; e.g. `{best}`" if best else "")
-    text = _docstring(lines) or _leading_comment(lines)
+    text = _docstring(lines) or _leading_comment(lines, chunk.language)
     if text:
         return _sentence(text)
     if chunk.kind is ChunkKind.DECLARATION and chunk.symbol:
@@ -341,17 +347,22 @@ def _docstring(lines: list[str]) -> str | None:
     return None
 
 
-def _leading_comment(lines: list[str]) -> str | None:
+def _leading_comment(lines: list[str], language: str | None = None) -> str | None:
     """Comment lines at the top of the chunk, or right after its first (signature) line.
 
     Not the tail of a block comment begun above the chunk (a long Javadoc cut into two
-    chunks): its `@param` lines or table cells say nothing of the code."""
+    chunks): its `@param` lines or table cells say nothing of the code. Not a `#` line
+    where `#` starts code (`language` in _HASH_IS_CODE)."""
     for start in (0, 1):
         body: list[str] = []
         opened = False  # a block comment's `/*` was read
         for line in lines[start : start + 8]:
             match = _COMMENT.match(line) if line.strip() else None
-            if match is None or (not opened and _continues_a_block_comment(line)):
+            if match is None:
+                break
+            if language not in PROSE_LANGUAGES and not opened and _continues_a_block_comment(line):
+                break  # (in prose a line led by `*` is a list item or emphasis)
+            if language in _HASH_IS_CODE and line.lstrip().startswith("#"):
                 break
             opened = opened or line.lstrip().startswith("/*")
             if match.group(1) and not match.group(1).startswith(("!", "-*-", "@", "type:", "noqa")):

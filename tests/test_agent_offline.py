@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -423,3 +424,35 @@ def test_a_chunk_starting_inside_a_javadoc_is_described_by_its_code_not_the_comm
     )
     assert describe(_java_method(whole + code)) == "Cuts a String to a width."
     assert describe(_java_method("    /** Cuts a String. */\n" + code)) == "Cuts a String."
+
+
+def test_a_rust_attribute_or_a_c_directive_is_code_not_the_chunks_description():
+    """`#` starts a comment in Python, not in Rust (`#[inline]`) or C (`#define`)."""
+    inlined = Chunk(
+        "src/str.rs",
+        181,
+        185,
+        "rust",
+        ChunkKind.DECLARATION,
+        "Str.eq",
+        "fn eq(&self, other: &OsStr) -> bool {",
+        "    #[inline]\n    fn eq(&self, other: &OsStr) -> bool {\n        true\n    }\n",
+        "",
+    )
+    assert describe(inlined) == "defines `Str.eq`"
+    documented = replace(inlined, text="    /// Compares as strings.\n" + inlined.text)
+    assert describe(documented) == "Compares as strings."
+    defined = Chunk(
+        "src/limits.h",
+        1,
+        2,
+        "c",
+        ChunkKind.PREAMBLE,
+        None,
+        None,
+        "#define MAX_WIDTH 80\n#include <stdio.h>\n",
+        "",
+    )
+    assert "define MAX_WIDTH" not in describe(defined)
+    commented = replace(defined, path="conf.py", language="python", text="# Widths.\nW = 80\n")
+    assert describe(commented) == "Widths."
