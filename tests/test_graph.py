@@ -387,6 +387,35 @@ def test_a_symbol_is_found_by_the_names_java_and_rust_users_copy(tmp_path):
         assert lines("other_crate::util::parse") == []
 
 
+def test_a_rust_macro_is_a_definition_its_invocations_reach_apart_from_a_function_of_its_name(
+    tmp_path,
+):
+    """`macro_rules! ensure` defines `ensure!`: invoked in its file, its crate (`crate::
+    ensure!`, exported at the crate root) or another crate, never confused with `fn ensure`."""
+    files = {
+        "checks/src/lib.rs": (
+            "pub mod inner;\n#[macro_export]\nmacro_rules! ensure {\n"
+            "    ($e:expr) => { assert!($e) };\n}\n"
+            "pub fn check() {\n    ensure!(true);\n}\n"
+        ),
+        "checks/src/inner.rs": (
+            'pub fn other() {\n    crate::ensure!(1 == 1);\n    println!("x");\n}\n'
+        ),
+        "app/src/main.rs": (
+            "fn ensure() {}\nfn main() {\n    checks::ensure!(false);\n    ensure();\n}\n"
+        ),
+    }
+    with _graph_of(tmp_path, files) as graph:
+        (macro,) = graph.definitions("ensure!")
+        assert (macro.path, macro.start_line, macro.kind) == ("checks/src/lib.rs", 3, "macro")
+        assert _callers(graph, "ensure!") == {
+            ("checks/src/lib.rs", "check", "resolved"),
+            ("checks/src/inner.rs", "other", "resolved"),
+            ("app/src/main.rs", "main", "resolved"),
+        }
+        assert _callers(graph, "ensure") == {("app/src/main.rs", "main", "resolved")}
+
+
 def _repo_of_features(tmp_path: Path, features: int) -> Graph:
     """`core.py`'s `shared` and `Base`, each used by `features` files of their own."""
     repo = tmp_path / "repo"

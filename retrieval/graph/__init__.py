@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 # parameters and locals, Go's parameters and struct fields; Go generic types' methods named
 # by the type alone (`Store.Get`, not `Store[K].Get`). 7: C (definitions say whether they
 # are local to their file; `#define`s are macros; includes are imports); 8: Java's parameter
-# and argument counts, which tell a call's overload.
+# and argument counts, which tell a call's overload; Rust's macros (`macro_rules!`), named
+# `name!`, and their calls.
 GRAPH_VERSION = 8
 
 __all__ = [

@@ -72,6 +72,8 @@ _PACKAGE_LANGUAGES = frozenset({"go", "java"})
 _LINKED_LANGUAGES = frozenset({"c"})
 # File names that stand for their folder as a module.
 _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
+# The folders of a Cargo package that hold its crates' sources.
+_RUST_CRATE_FOLDERS = frozenset({"src", "examples", "tests", "benches"})
 # Rust: where a module path starts from the importing file, and the files holding a folder's
 # module (the crate's own root is lib.rs or main.rs).
 _RUST_RELATIVE = frozenset({"crate", "self", "super"})
@@ -504,6 +506,8 @@ class Graph:
             return self._bound_method(call, call.receiver, parts[-1])
         if parts[0] == "?":
             return []  # `f().g()`, `super().g()`: the object's type is unknown here
+        if parts[-1].endswith("!"):
+            return self._macro(call, parts)
         if parts[0] == "self":
             if len(parts) != 2:
                 return []
@@ -560,6 +564,18 @@ class Graph:
                 found |= frontier
             self._unit_includers[path] = found
         return self._unit_includers[path]
+
+    def _macro(self, call: Call, parts: list[str]) -> list[Definition]:
+        """A Rust macro's definitions that `call` may reach: one its file defines, else its
+        crate's (`#[macro_export]` puts a macro at the crate root, `#[macro_use]` brings it
+        into every module after), else any crate's (`clap::value_parser!` re-exports
+        clap_builder's)."""
+        local = self._resolve_name(call.path, parts[-1:], call.caller, 0)
+        if local:
+            return local
+        named = self._store.definitions_named(parts[-1])
+        crate = _rust_crate_folder(call.path)
+        return [d for d in named if _rust_crate_folder(d.path) == crate] or named
 
     def _sibling_method(self, call: Call, method: str) -> list[Definition]:
         """Go: `s.f()` in a method of a type declared in another file of its package."""
@@ -1101,6 +1117,16 @@ def _join_module(language: str, module: str, name: str) -> str:
     if language in _JS_LANGUAGES or language == "go":
         return f"{module.rstrip('/')}/{name}"
     return f"{module}.{name}" if module and not module.endswith(".") else module + name
+
+
+def _rust_crate_folder(path: str) -> str:
+    """The folder of the crate `path` belongs to: the one holding its src/, examples/,
+    tests/ or benches/ (`clap_builder/src/builder/arg.rs` → `clap_builder`)."""
+    parts = path.split("/")
+    for index, part in enumerate(parts[:-1]):
+        if part in _RUST_CRATE_FOLDERS:
+            return "/".join(parts[:index])
+    return posixpath.dirname(path)
 
 
 def written_symbol(symbol: str) -> tuple[str, int | None]:

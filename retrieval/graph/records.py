@@ -10,7 +10,8 @@ KIND_METHOD = "method"
 # A module-level (or Rust associated) constant or variable: `MAX = 3`, `export const x`.
 KIND_VARIABLE = "variable"
 # C's `#define`, object-like (`#define isError ERR_isError`) or function-like: where it is
-# seen, a call by its name is the macro's.
+# seen, a call by its name is the macro's. Rust's `macro_rules! name`, defined and called
+# as `name!` (a name of its own: `value_parser!` is not the method `value_parser`).
 KIND_MACRO = "macro"
 
 # A call's receiver when it goes through a function pointer (C's `handler(x)` where
