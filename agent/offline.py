@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from codeqa.agent.evidence import MAX_ENCLOSING_LINES, MERGE_GAP_LINES, Excerpt
 from codeqa.agent.planner import key_phrase
 from codeqa.agent.settings import MODEL_ENV_VAR
-from codeqa.retrieval.chunking.languages import is_prose
+from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES, is_prose
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, one_line
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.relevance import subject_words

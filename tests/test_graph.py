@@ -380,6 +380,7 @@ def test_a_symbol_is_found_by_the_names_java_and_rust_users_copy(tmp_path):
 
         assert lines("org.ex.Strings.cut") == [3, 4]
         assert lines("Strings#cut") == [3, 4]
+        assert lines("#cut(String, String, int)") == [4]
         assert lines("org.ex.Strings#cut(String, int)") == [3]
         assert lines("Strings#cut(java.util.Map<String, Integer>, String, int)") == [4]
         assert lines("my_crate::util::parse") == [1]

@@ -1132,11 +1132,13 @@ def _rust_crate_folder(path: str) -> str:
 def written_symbol(symbol: str) -> tuple[str, int | None]:
     """A symbol as the graph spells it, and how many parameters it names (None: no list).
 
-    `::` (Rust, C++) and `#` (Javadoc's `{@link Strings#cut}`) read as dots; a parameter
-    list, as Javadoc and stack traces write one, is dropped and counted: `Strings#cut(String,
-    int)` → (`Strings.cut`, 2). Commas inside `<…>` (`Map<K, V>`) separate no parameters.
+    `::` (Rust, C++) and `#` (Javadoc's `{@link Strings#cut}`, `{@link #cut}`) read as dots;
+    a parameter list, as Javadoc and stack traces write one, is dropped and counted:
+    `Strings#cut(String, int)` → (`Strings.cut`, 2). Commas inside `<…>` (`Map<K, V>`)
+    separate no parameters.
     """
-    symbol = symbol.strip().replace("::", ".").replace("#", ".")
+    # `#isBlank`: Javadoc's member of the class it is written in.
+    symbol = symbol.strip().lstrip("#").replace("::", ".").replace("#", ".")
     opened = symbol.find("(")
     if opened <= 0 or not symbol.endswith(")"):
         return symbol, None
