@@ -44,8 +44,14 @@ pub fn ensure(value: bool) -> bool {
     value
 }
 
+macro_rules! bounded {
+    ($e:expr) => {
+        $e < 80
+    };
+}
+
 pub fn check(width: usize) {
-    ensure!(width > 0);
+    ensure!(width > 0 && bounded!(width));
     println!("{}", ensure(true));
 }
 """
@@ -99,10 +105,17 @@ def test_javadoc_and_rust_names_reach_their_definitions_and_say_which_overload_a
     macro = run_codeqa("callers", "ensure!").stdout.splitlines()
     assert macro == [
         "checks/src/lib.rs:2-6  ensure!  (macro)  [definition]",
-        "checks/src/lib.rs:13-13  check  (call ensure!, resolved)",
+        "checks/src/lib.rs:19-19  check  (call ensure!, resolved)",
     ]
     function = run_codeqa("callers", "checks::ensure").stdout.splitlines()
-    assert function[1:] == ["checks/src/lib.rs:14-14  check  (call ensure, resolved)"]
+    assert function[1:] == ["checks/src/lib.rs:20-20  check  (call ensure, resolved)"]
+    # A macro asked for without its `!`: the one line says it is there.
+    bare = run_codeqa("refs", "bounded")
+    assert bare.returncode != 0
+    assert bare.stderr.strip().splitlines() == [
+        "codeqa: error: no definition of 'bounded' in the code graph "
+        "(did you mean the macro bounded!?)"
+    ]
     # A name that is nowhere: one line, no traceback.
     missing = run_codeqa("refs", "Strings#trim(String)")
     assert missing.returncode != 0

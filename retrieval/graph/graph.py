@@ -793,7 +793,9 @@ class Graph:
     def _require(self, symbol: str) -> list[Definition]:
         found = self.definitions(symbol)
         if not found:
-            raise UnknownSymbol(f"no definition of {symbol!r} in the code graph")
+            # Rust's macros are named with their `!`: `ok` alone finds none of `ok!`'s.
+            hint = f" (did you mean the macro {symbol}!?)" if self.definitions(symbol + "!") else ""
+            raise UnknownSymbol(f"no definition of {symbol!r} in the code graph{hint}")
         return found
 
     # -- files and modules --
