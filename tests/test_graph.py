@@ -417,6 +417,38 @@ def test_a_rust_macro_is_a_definition_its_invocations_reach_apart_from_a_functio
         assert _callers(graph, "ensure") == {("app/src/main.rs", "main", "resolved")}
 
 
+def test_a_java_new_reaches_the_constructor_taking_its_arguments(tmp_path):
+    """`new Buffer(16)` calls the constructor `Buffer(int)`; a class declaring none, or two
+    taking as many arguments (`Buffer(long)` beside `Buffer(int)`), is reached as itself."""
+    files = {
+        "src/a/Buffer.java": (
+            "package a;\npublic class Buffer {\n    public Buffer() {}\n"
+            "    public Buffer(int size) {}\n    public Buffer(String text, int size) {}\n"
+            "    public Buffer(String a, String b, String c) {}\n"
+            "    public Buffer(int a, int b, int c) {}\n}\n"
+        ),
+        "src/a/Plain.java": "package a;\npublic class Plain {}\n",
+        "src/a/Use.java": (
+            "package a;\npublic class Use {\n    static void make() {\n"
+            '        new Buffer(16);\n        new Buffer("x", 2);\n        new Plain();\n'
+            "        new Buffer(1, 2, 3);\n    }\n}\n"
+        ),
+    }
+    with _graph_of(tmp_path, files) as graph:
+        reached = {
+            (r.line, tuple(t.start_line for t in r.targets), r.resolution)
+            for symbol in ("Buffer", "Plain")
+            for r in graph.callers(symbol)
+        }
+        assert reached == {
+            (4, (4,), "resolved"),
+            (5, (5,), "resolved"),
+            (6, (2,), "resolved"),
+            (7, (2,), "resolved"),  # two constructors take three: the class
+        }
+        assert [d.start_line for d in graph.definitions("Buffer#Buffer(int)")] == [4]
+
+
 def _repo_of_features(tmp_path: Path, features: int) -> Graph:
     """`core.py`'s `shared` and `Base`, each used by `features` files of their own."""
     repo = tmp_path / "repo"

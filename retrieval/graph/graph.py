@@ -206,8 +206,9 @@ class Graph:
                 for d in found
                 if any(full == symbol or full.endswith("." + symbol) for full in _full_names(d))
             ]
-        if parameters is not None:
-            found = [d for d in found if d.arity is None or d.arity == parameters]
+        if parameters is not None:  # the overloads taking them, else what has no count (a class)
+            counted = [d for d in found if d.arity == parameters]
+            found = counted or [d for d in found if d.arity is None]
         return sorted(found, key=lambda d: (d.path, d.start_line))
 
     @_serialized
@@ -433,8 +434,18 @@ class Graph:
                 # Java overloads: those that take as many arguments as the call passes.
                 fitting = tuple(t for t in targets if t.accepts(call.arguments))
                 targets = fitting or targets
+            if len(targets) == 1 and targets[0].kind == KIND_CLASS and call.arguments is not None:
+                # Java's `new Foo(a)`: the one constructor of Foo taking one argument; with
+                # two such (`Foo(int)`, `Foo(String)`) the call still reaches class Foo.
+                constructors = self._constructors(targets[0], call.arguments)
+                targets = constructors if len(constructors) == 1 else targets
             self._resolved[key] = targets
         return self._resolved[key]
+
+    def _constructors(self, owner: Definition, arguments: int) -> tuple[Definition, ...]:
+        """The constructors of class `owner` (Java's `Foo.Foo`) that take `arguments`."""
+        declared = self._context(owner.path).defined(f"{owner.qualname}.{owner.name}")
+        return tuple(d for d in declared if d.kind != KIND_CLASS and d.accepts(arguments))
 
     def _importers_of(self, paths: Iterable[str]) -> dict[str, str]:
         """Files whose imports resolve to one of `paths` (other than that file itself), each
