@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from codeqa.agent.evidence import MAX_ENCLOSING_LINES, MERGE_GAP_LINES, Excerpt
 from codeqa.agent.planner import key_phrase
 from codeqa.agent.settings import MODEL_ENV_VAR
-from codeqa.retrieval.chunking.languages import is_prose
+from codeqa.retrieval.chunking.languages import PROSE_LANGUAGES, is_prose
 from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, one_line
 from codeqa.retrieval.search.keywords import code_tokens
 from codeqa.retrieval.search.relevance import subject_words
@@ -43,7 +43,8 @@ SIGNATURE_HEAD_CHARS = 24
 # limit for widening a hit: beyond it a location stops being one place to look.
 MAX_LOCATION_LINES = MAX_ENCLOSING_LINES
 
-_COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+|--|;+|%+)\s?(.*?)\s*(?:\*/)?\s*$")
+# A comment line and its text; a block comment's lone closer (`*/`) is none.
+_COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|\*+(?!/)|--|;+|%+)\s?(.*?)\s*(?:\*/)?\s*$")
 _DOCSTRING_OPEN = re.compile(r"^\s*[rRuUbB]?(\"\"\"|''')(.*)$")
 
 
@@ -271,6 +272,12 @@ def display_signature(chunk: Chunk, terms: frozenset[str] | set[str] = frozenset
     return " · ".join(lines) or chunk.symbol
 
 
+# Languages where a line starting with `#` is code, not a comment: Rust's attributes
+# (`#[inline]`, `#[derive(Debug)]`), the C family's preprocessor and C#'s `#region`,
+# JavaScript's private fields (`#count = 0`).
+_HASH_IS_CODE = frozenset(
+    {"rust", "c", "cpp", "cuda", "objc", "csharp", "swift", "javascript", "typescript", "tsx"}
+)
 # Languages whose line comments start with `#`: a signature may have swallowed one.
 _HASH_COMMENT_LANGUAGES = frozenset({"python", "ruby", "bash", "elixir", "perl", "r", "julia"})
 _TRAILING_HASH_COMMENT = re.compile(r"\s+#(?![{\[]).*$")
@@ -304,7 +311,7 @@ def describe(
     if inside and chunk.symbol:
         best = _best_line(lines, terms, require_match=True)
         return f"a later part of `{chunk.symbol}`" + (f"; e.g. `{best}`" if best else "")
-    text = _docstring(lines) or _leading_comment(lines)
+    text = _docstring(lines) or _leading_comment(lines, chunk.language)
     if text:
         return _sentence(text)
     if chunk.kind is ChunkKind.DECLARATION and chunk.symbol:
@@ -340,19 +347,35 @@ def _docstring(lines: list[str]) -> str | None:
     return None
 
 
-def _leading_comment(lines: list[str]) -> str | None:
-    """Comment lines at the top of the chunk, or right after its first (signature) line."""
+def _leading_comment(lines: list[str], language: str | None = None) -> str | None:
+    """Comment lines at the top of the chunk, or right after its first (signature) line.
+
+    Not the tail of a block comment begun above the chunk (a long Javadoc cut into two
+    chunks): its `@param` lines or table cells say nothing of the code. Not a `#` line
+    where `#` starts code (`language` in _HASH_IS_CODE)."""
     for start in (0, 1):
         body: list[str] = []
+        opened = False  # a block comment's `/*` was read
         for line in lines[start : start + 8]:
             match = _COMMENT.match(line) if line.strip() else None
             if match is None:
                 break
+            if language not in PROSE_LANGUAGES and not opened and _continues_a_block_comment(line):
+                break  # (in prose a line led by `*` is a list item or emphasis)
+            if language in _HASH_IS_CODE and line.lstrip().startswith("#"):
+                break
+            opened = opened or line.lstrip().startswith("/*")
             if match.group(1) and not match.group(1).startswith(("!", "-*-", "@", "type:", "noqa")):
                 body.append(match.group(1))
         if body:
             return " ".join(body)
     return None
+
+
+def _continues_a_block_comment(line: str) -> bool:
+    """` * text` or ` */`: a line inside a block comment, whose opener is above it."""
+    stripped = line.lstrip()
+    return stripped.startswith("*") and not stripped.startswith("/*")
 
 
 def _best_line(

@@ -37,7 +37,7 @@ from codeqa.retrieval.errors import (
     StoreUnavailable,
     UnknownSymbol,
 )
-from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore
+from codeqa.retrieval.graph import GRAPH_NAME, GRAPH_VERSION, Graph, GraphStore, written_symbol
 from codeqa.retrieval.graph.languages import SPECS as GRAPH_LANGUAGES
 from codeqa.retrieval.graph.records import KIND_CLASS, Definition
 from codeqa.retrieval.indexing import (
@@ -452,7 +452,7 @@ class Index:
             graph: Graph | None = self.graph
         except (IndexNotFound, IndexMismatch):
             graph = None
-        wanted = name.replace("::", ".")
+        wanted, _ = written_symbol(name)
         ranked: list[tuple[tuple[int, str, int], DefinitionSite]] = []
         answered: set[str] = set()  # files the graph holds a definition of `name` in
         if graph is not None:

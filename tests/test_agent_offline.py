@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from codeqa.agent.planner import plan_offline
 from codeqa.agent.state import QueryKind, Turn
 from codeqa.retrieval.chunking.chunker import chunk_file
 from codeqa.retrieval.discovery.walk import discover, read_repo_file
-from codeqa.retrieval.records import SearchHit, SearchMode, SourceFile
+from codeqa.retrieval.records import Chunk, ChunkKind, SearchHit, SearchMode, SourceFile
 from codeqa.retrieval.search.relevance import RELEVANCE_HITS
 
 
@@ -394,3 +395,64 @@ def test_a_word_that_points_back_becomes_the_last_answers_subject():
     # A question with its own subject, or no subject to point at, is left as it is.
     assert point_back("who calls py_scanstring?", history) == "who calls py_scanstring?"
     assert point_back("who calls it?", [Turn("hello", "Hello!")]) == "who calls it?"
+
+
+def _java_method(text: str) -> Chunk:
+    return Chunk(
+        "src/Strings.java",
+        10,
+        10 + text.count("\n"),
+        "java",
+        ChunkKind.DECLARATION,
+        "Strings.cut",
+        "public static String cut(String s, int width) {",
+        text,
+        "",
+    )
+
+
+def test_a_chunk_starting_inside_a_javadoc_is_described_by_its_code_not_the_comments_tail():
+    """A long Javadoc is cut into two chunks; the second starts with its tail: `@param`
+    lines, a table's cells, the closer `*/`. None of that describes the method."""
+    code = "    public static String cut(String s, int width) {\n        return s;\n    }\n"
+    tail = "     * @param s  the String to cut\n     * @return the cut String\n     */\n"
+    table = '     * <td>"org.ex.Strings"</td>\n     * <td>18</td>\n     * </table>\n     */\n'
+    assert describe(_java_method(tail + code)) == "defines `Strings.cut`"
+    assert describe(_java_method(table + code)) == "defines `Strings.cut`"
+    whole = (
+        "    /**\n     * Cuts a String to a width.\n     *\n     * @param s  the String\n     */\n"
+    )
+    assert describe(_java_method(whole + code)) == "Cuts a String to a width."
+    assert describe(_java_method("    /** Cuts a String. */\n" + code)) == "Cuts a String."
+
+
+def test_a_rust_attribute_or_a_c_directive_is_code_not_the_chunks_description():
+    """`#` starts a comment in Python, not in Rust (`#[inline]`) or C (`#define`)."""
+    inlined = Chunk(
+        "src/str.rs",
+        181,
+        185,
+        "rust",
+        ChunkKind.DECLARATION,
+        "Str.eq",
+        "fn eq(&self, other: &OsStr) -> bool {",
+        "    #[inline]\n    fn eq(&self, other: &OsStr) -> bool {\n        true\n    }\n",
+        "",
+    )
+    assert describe(inlined) == "defines `Str.eq`"
+    documented = replace(inlined, text="    /// Compares as strings.\n" + inlined.text)
+    assert describe(documented) == "Compares as strings."
+    defined = Chunk(
+        "src/limits.h",
+        1,
+        2,
+        "c",
+        ChunkKind.PREAMBLE,
+        None,
+        None,
+        "#define MAX_WIDTH 80\n#include <stdio.h>\n",
+        "",
+    )
+    assert "define MAX_WIDTH" not in describe(defined)
+    commented = replace(defined, path="conf.py", language="python", text="# Widths.\nW = 80\n")
+    assert describe(commented) == "Widths."

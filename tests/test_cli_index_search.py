@@ -262,3 +262,29 @@ def test_sigterm_mid_index_stops_it_as_ctrl_c_does_and_a_rerun_finishes(tmp_path
     )
     assert rerun.returncode == 0, rerun.stderr
     assert "files: 150 seen, 0 new or changed" in rerun.stdout
+
+
+def test_a_search_hit_shows_its_lines_holding_the_query_words_not_a_doc_comments_opening(
+    tmp_path, capsys
+):
+    """A Java method's chunk opens with `/**` and its summary; what tells a reader it is the
+    one is the signature and the code the query's words are in, numbered (as MCP shows)."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    doc = "".join(f"     * Example {n}: see the class comment.\n" for n in range(8))
+    (repo / "src" / "Shapes.java").write_text(
+        "public class Shapes {\n    /**\n     * Works out a surface.\n" + doc + "     */\n"
+        "    public static double circleArea(double radius) {\n"
+        "        return Math.PI * radius * radius;\n    }\n}\n"
+    )
+    index_dir = tmp_path / "index"
+    assert main(["index", str(repo), "--index-dir", str(index_dir), "--no-embed"]) == 0
+    capsys.readouterr()
+    where = ["--repo", str(repo), "--index-dir", str(index_dir), "--mode", "bm25"]
+    assert main(["search", "circle area radius", *where]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("src/Shapes.java:")
+    assert lines[1:3] == [
+        "    13 |     public static double circleArea(double radius) {",
+        "    14 |         return Math.PI * radius * radius;",
+    ]

@@ -54,6 +54,7 @@ def _graph_of(tmp_path: Path, files: dict[str, str]) -> Iterator[Graph]:
     repo = tmp_path / "repo"
     repo.mkdir()
     for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     directory = tmp_path / "index"
     directory.mkdir()
@@ -291,6 +292,161 @@ def test_impact_reaches_every_importer_of_a_widely_imported_file(tmp_path):
     tests = [f"tests/test_{module}.py" for module in modules]
     assert impact.importers == tuple(sorted([f"{module}.py" for module in modules] + tests))
     assert impact.tests == tuple(sorted(tests))
+
+
+def test_a_java_class_import_makes_its_file_an_importer_of_that_class_not_of_its_package(
+    tmp_path,
+):
+    """`import a.text.Builder` imports Builder.java; the package's other classes are not
+    imported (only `import a.text.*` imports them all), so they leave the file's impact."""
+    package = "src/a/text"
+    files = {
+        f"{package}/Builder.java": "package a.text;\npublic class Builder {}\n",
+        f"{package}/Words.java": (
+            "package a.text;\npublic class Words {\n    public static void wrap() {}\n}\n"
+        ),
+        "src/a/Objects.java": "package a;\nimport a.text.Builder;\npublic class Objects {}\n",
+        "src/a/Every.java": "package a;\nimport a.text.*;\npublic class Every {}\n",
+        "src/a/Wrapped.java": (
+            "package a;\nimport static a.text.Words.wrap;\npublic class Wrapped {}\n"
+        ),
+    }
+    with _graph_of(tmp_path, files) as graph:
+        words, builder = f"{package}/Words.java", f"{package}/Builder.java"
+        assert graph.importers(words) == ["src/a/Every.java", "src/a/Wrapped.java"]
+        assert graph.importers(builder) == ["src/a/Every.java", "src/a/Objects.java"]
+        assert "src/a/Objects.java" not in graph.impact(words).importers
+
+
+def test_a_java_call_reaches_the_overload_taking_as_many_arguments_as_it_passes(tmp_path):
+    """Overloads share a name; the argument count tells them apart, a `T...` taking any
+    number from its count less one. A count no overload takes keeps every candidate."""
+    text = """package a;
+public class Strings {
+    public static String cut(String s, int width) {
+        return cut(s, "...", width);
+    }
+    public static String cut(String s, String marker, int width) {
+        return s;
+    }
+    public static void check(Object o) {
+        check(o, "null", /* no args */ new Object[0]);
+    }
+    public static void check(Object o, String message, Object... values) {
+        if (o == null) throw new IllegalArgumentException(message);
+    }
+    static void use(String s) {
+        cut(s, 3);
+        check(s, "s");
+        check(s);
+        check();
+    }
+}
+"""
+    with _graph_of(tmp_path, {"src/a/Strings.java": text}) as graph:
+        reached = {
+            (r.line, tuple(t.start_line for t in r.targets), r.resolution)
+            for r in graph.callers("Strings.cut") + graph.callers("Strings.check")
+        }
+    assert reached == {
+        (4, (6,), "resolved"),  # cut(s, "...", width): the three-parameter cut
+        (16, (3,), "resolved"),  # cut(s, 3)
+        (10, (12,), "resolved"),  # check(o, "null", values): the variadic check
+        (17, (12,), "resolved"),  # check(s, "s"): no values
+        (18, (9,), "resolved"),  # check(s)
+        (19, (9, 12), "ambiguous"),  # check(): no overload takes none
+    }
+
+
+def test_a_symbol_is_found_by_the_names_java_and_rust_users_copy(tmp_path):
+    """A Java method by its fully qualified name (an import, a stack trace) or Javadoc's
+    `Class#method(Type, …)`, whose parameters pick the overload; a Rust function by its
+    crate's path (`my_crate::util::parse`, no `src`)."""
+    files = {
+        "lib/src/main/java/org/ex/Strings.java": (
+            "package org.ex;\npublic class Strings {\n"
+            "    public static String cut(String s, int width) { return s; }\n"
+            "    public static String cut(String s, String marker, int width) { return s; }\n"
+            "}\n"
+        ),
+        "my_crate/src/lib.rs": "pub mod util;\npub struct Args;\nimpl Args {\n"
+        "    pub fn new() -> Self { Args }\n}\n",
+        "my_crate/src/util.rs": "pub fn parse(s: &str) -> bool {\n    s.is_empty()\n}\n",
+    }
+    with _graph_of(tmp_path, files) as graph:
+
+        def lines(symbol: str) -> list[int]:
+            return [d.start_line for d in graph.definitions(symbol)]
+
+        assert lines("org.ex.Strings.cut") == [3, 4]
+        assert lines("Strings#cut") == [3, 4]
+        assert lines("#cut(String, String, int)") == [4]
+        assert lines("org.ex.Strings#cut(String, int)") == [3]
+        assert lines("Strings#cut(java.util.Map<String, Integer>, String, int)") == [4]
+        assert lines("my_crate::util::parse") == [1]
+        assert lines("my_crate::Args::new") == [4]
+        assert lines("other_crate::util::parse") == []
+
+
+def test_a_rust_macro_is_a_definition_its_invocations_reach_apart_from_a_function_of_its_name(
+    tmp_path,
+):
+    """`macro_rules! ensure` defines `ensure!`: invoked in its file, its crate (`crate::
+    ensure!`, exported at the crate root) or another crate, never confused with `fn ensure`."""
+    files = {
+        "checks/src/lib.rs": (
+            "pub mod inner;\n#[macro_export]\nmacro_rules! ensure {\n"
+            "    ($e:expr) => { assert!($e) };\n}\n"
+            "pub fn check() {\n    ensure!(true);\n}\n"
+        ),
+        "checks/src/inner.rs": (
+            'pub fn other() {\n    crate::ensure!(1 == 1);\n    println!("x");\n}\n'
+        ),
+        "app/src/main.rs": (
+            "fn ensure() {}\nfn main() {\n    checks::ensure!(false);\n    ensure();\n}\n"
+        ),
+    }
+    with _graph_of(tmp_path, files) as graph:
+        (macro,) = graph.definitions("ensure!")
+        assert (macro.path, macro.start_line, macro.kind) == ("checks/src/lib.rs", 3, "macro")
+        assert _callers(graph, "ensure!") == {
+            ("checks/src/lib.rs", "check", "resolved"),
+            ("checks/src/inner.rs", "other", "resolved"),
+            ("app/src/main.rs", "main", "resolved"),
+        }
+        assert _callers(graph, "ensure") == {("app/src/main.rs", "main", "resolved")}
+
+
+def test_a_java_new_reaches_the_constructor_taking_its_arguments(tmp_path):
+    """`new Buffer(16)` calls the constructor `Buffer(int)`; a class declaring none, or two
+    taking as many arguments (`Buffer(long)` beside `Buffer(int)`), is reached as itself."""
+    files = {
+        "src/a/Buffer.java": (
+            "package a;\npublic class Buffer {\n    public Buffer() {}\n"
+            "    public Buffer(int size) {}\n    public Buffer(String text, int size) {}\n"
+            "    public Buffer(String a, String b, String c) {}\n"
+            "    public Buffer(int a, int b, int c) {}\n}\n"
+        ),
+        "src/a/Plain.java": "package a;\npublic class Plain {}\n",
+        "src/a/Use.java": (
+            "package a;\npublic class Use {\n    static void make() {\n"
+            '        new Buffer(16);\n        new Buffer("x", 2);\n        new Plain();\n'
+            "        new Buffer(1, 2, 3);\n    }\n}\n"
+        ),
+    }
+    with _graph_of(tmp_path, files) as graph:
+        reached = {
+            (r.line, tuple(t.start_line for t in r.targets), r.resolution)
+            for symbol in ("Buffer", "Plain")
+            for r in graph.callers(symbol)
+        }
+        assert reached == {
+            (4, (4,), "resolved"),
+            (5, (5,), "resolved"),
+            (6, (2,), "resolved"),
+            (7, (2,), "resolved"),  # two constructors take three: the class
+        }
+        assert [d.start_line for d in graph.definitions("Buffer#Buffer(int)")] == [4]
 
 
 def _repo_of_features(tmp_path: Path, features: int) -> Graph:

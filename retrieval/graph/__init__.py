@@ -19,7 +19,7 @@ from codeqa.retrieval.graph.records import (
 
 if TYPE_CHECKING:
     from codeqa.retrieval.graph.build import GraphUpdate, refresh_graph
-    from codeqa.retrieval.graph.graph import Graph
+    from codeqa.retrieval.graph.graph import Graph, written_symbol
     from codeqa.retrieval.graph.store import GRAPH_FILES, GRAPH_NAME, GraphStore, graph_sound
 
 # Bump when what the graph stores changes: indexes with another version rebuild their graph.
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 # 6: manifests' module names (go.mod, package.json, Cargo.toml); calls typed by Java's fields,
 # parameters and locals, Go's parameters and struct fields; Go generic types' methods named
 # by the type alone (`Store.Get`, not `Store[K].Get`). 7: C (definitions say whether they
-# are local to their file; `#define`s are macros; includes are imports).
-GRAPH_VERSION = 7
+# are local to their file; `#define`s are macros; includes are imports); 8: Java's parameter
+# and argument counts, which tell a call's overload; Rust's macros (`macro_rules!`), named
+# `name!`, and their calls.
+GRAPH_VERSION = 8
 
 __all__ = [
     "AMBIGUOUS",
@@ -50,6 +52,7 @@ __all__ = [
     "graph_sound",
     "is_test_path",
     "refresh_graph",
+    "written_symbol",
 ]
 
 
@@ -61,10 +64,10 @@ def __getattr__(name: str) -> object:
         from codeqa.retrieval.graph import build
 
         return getattr(build, name)
-    if name == "Graph":
+    if name in ("Graph", "written_symbol"):
         from codeqa.retrieval.graph import graph
 
-        return graph.Graph
+        return getattr(graph, name)
     if name in ("GRAPH_FILES", "GRAPH_NAME", "GraphStore", "graph_sound"):
         from codeqa.retrieval.graph import store
 

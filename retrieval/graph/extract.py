@@ -48,6 +48,15 @@ MAX_ERROR_LINE_FRACTION = ChunkLimits().max_error_line_fraction
 # Rust macros whose braces hold items (tokio's `cfg_rt! { pub fn spawn … }`, most of its
 # API) are parsed as Rust again, nested this deep at most.
 MAX_MACRO_DEPTH = 4
+# The standard library's macros, called everywhere, defined in no repository: as calls they
+# would only fill the graph (clap 4.5's workspace names them about 1,700 times by grep; the
+# graph holds 721 calls of its own macros).
+STANDARD_MACROS = frozenset(
+    """assert assert_eq assert_ne debug_assert debug_assert_eq debug_assert_ne panic
+    unreachable todo unimplemented vec format format_args print println eprint eprintln
+    write writeln dbg matches concat stringify include include_str include_bytes env
+    option_env cfg line column file module_path compile_error""".split()
+)
 # Where a macro that holds items may stand: at the top of a file or module, in an impl.
 _ITEM_LISTS = frozenset({"source_file", "declaration_list"})
 
@@ -107,6 +116,7 @@ def _query(language: str) -> Query | None:
         | spec.bindings
         | spec.macros
         | spec.locals
+        | spec.macro_definitions
         | frozenset(spec.calls)
     )
     present = sorted(kind for kind in wanted if grammar.id_for_node_kind(kind, True) is not None)
@@ -252,7 +262,16 @@ class _Walker:
         if kind in spec.calls:
             self.scope_start = scope.start_byte
             self._call(node, scope.caller, scope.receiver)
+        elif kind in spec.macro_definitions:
+            name = _text(node.child_by_field_name("name"))
+            if name:
+                self.facts.definitions.append(
+                    Definition(
+                        self.facts.path, name + "!", KIND_MACRO, _line(node), node.end_point[0] + 1
+                    )
+                )
         elif kind in spec.macros:
+            self._macro_call(node, scope.caller)
             tokens = next((c for c in node.named_children if c.type == "token_tree"), None)
             parent = node.parent
             if tokens is None:
@@ -305,8 +324,17 @@ class _Walker:
                 returns = ".".join(scope)
         # C: a `static` function, and a type, are seen by their own file and its includers.
         file_local = self.spec.flat_names and (is_class or "static" in _storage(node))
+        arity, variadic = _java_parameters(node) if self.language == "java" else (None, False)
         definition = Definition(
-            self.facts.path, qualname, kind, _line(node), node.end_point[0] + 1, returns, file_local
+            self.facts.path,
+            qualname,
+            kind,
+            _line(node),
+            node.end_point[0] + 1,
+            returns,
+            file_local,
+            arity,
+            variadic,
         )
         if is_class:
             self.class_names.add(qualname)
@@ -688,7 +716,16 @@ class _Walker:
         if caller is not None and callee in self.declared_locals.get(caller, ()):
             bound = THROUGH_POINTER  # C: `handler(x)` where handler is a parameter or local
         line = _line(node) + self.line_offset
-        self.facts.calls.append(Call(self.facts.path, caller, callee, line, bound))
+        arguments = _java_arguments(node) if self.language == "java" else None
+        self.facts.calls.append(Call(self.facts.path, caller, callee, line, bound, arguments))
+
+    def _macro_call(self, node: Node, caller: str | None) -> None:
+        """A macro's invocation as a call of `name!` (`crate::value_parser!(…)` →
+        `crate.value_parser!`); the standard library's own (`vec!`, `format!`) are left out."""
+        written = _text(node.child_by_field_name("macro")).replace("::", ".")
+        if not written or len(written) > MAX_CALLEE_CHARS or written in STANDARD_MACROS:
+            return
+        self.facts.calls.append(Call(self.facts.path, caller, written + "!", _line(node)))
 
     def _macro_items(self, tokens: Node, scope: _Scope) -> None:
         """The definitions and calls of the items a macro's braces hold, parsed as Rust on
@@ -1124,3 +1161,24 @@ def _bases(node: Node, language: str) -> list[str]:
         if name and name.replace(".", "_").replace("$", "_").isidentifier():
             names.append(name)
     return names
+
+
+def _java_parameters(node: Node) -> tuple[int | None, bool]:
+    """A Java method's or constructor's parameter count, and whether the last is `T...`."""
+    parameters = node.child_by_field_name("parameters")
+    if parameters is None or node.type not in ("method_declaration", "constructor_declaration"):
+        return None, False
+    declared = [
+        child
+        for child in parameters.named_children
+        if child.type in ("formal_parameter", "spread_parameter")
+    ]
+    return len(declared), bool(declared) and declared[-1].type == "spread_parameter"
+
+
+def _java_arguments(node: Node) -> int | None:
+    """How many arguments a Java call or `new` passes (comments inside are not counted)."""
+    arguments = node.child_by_field_name("arguments")
+    if arguments is None:
+        return None
+    return sum(1 for child in arguments.named_children if not child.type.endswith("comment"))

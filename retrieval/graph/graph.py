@@ -72,6 +72,8 @@ _PACKAGE_LANGUAGES = frozenset({"go", "java"})
 _LINKED_LANGUAGES = frozenset({"c"})
 # File names that stand for their folder as a module.
 _FOLDER_MODULES = frozenset({"__init__", "index", "mod", "lib"})
+# The folders of a Cargo package that hold its crates' sources.
+_RUST_CRATE_FOLDERS = frozenset({"src", "examples", "tests", "benches"})
 # Rust: where a module path starts from the importing file, and the files holding a folder's
 # module (the crate's own root is lib.rs or main.rs).
 _RUST_RELATIVE = frozenset({"crate", "self", "super"})
@@ -155,7 +157,10 @@ class Graph:
         self._by_folder: dict[tuple[str, str], list[str]] | None = None
         self._packages: dict[tuple[str, str], list[str]] = {}
         self._modules: dict[str, list[Module]] | None = None
-        self._resolved: dict[tuple[str, str | None, str, str | None], tuple[Definition, ...]] = {}
+        # By a call's path, caller, callee, receiver and argument count.
+        self._resolved: dict[
+            tuple[str, str | None, str, str | None, int | None], tuple[Definition, ...]
+        ] = {}
         self._linkable_by_name: dict[str, list[Definition]] = {}  # C: `_linkable`
         self._unit_includers: dict[str, set[str]] = {}  # C: who includes a file, a few deep
 
@@ -185,17 +190,25 @@ class Graph:
         """Definitions named `symbol`: a name (`get`) or a dotted tail (`Session.get`, `api.get`).
 
         A dotted symbol may start with module names: `requests.api.get` is `get` in a file
-        whose path ends in requests/api.*. Rust's and C++'s `::` reads as a dot
-        (`RecursionGuard::new`).
+        whose path ends in requests/api.*, `org.ex.Strings.cut` a method of Java's
+        org/ex/Strings.java, `my_crate::util::f` Rust's my_crate/src/util.rs (`_full_names`).
+        Rust's and C++'s `::` and Javadoc's `#` read as dots (`RecursionGuard::new`,
+        `Strings#cut`); Java's parameter list picks overloads by their count (`cut(String,
+        int)`).
         """
         self._forget_if_changed()
-        symbol = symbol.replace("::", ".")
+        symbol, parameters = written_symbol(symbol)
         name = symbol.rsplit(".", 1)[-1]
         found = self._store.definitions_named(name)
         if "." in symbol:
             found = [
-                d for d in found if _full_name(d) == symbol or _full_name(d).endswith("." + symbol)
+                d
+                for d in found
+                if any(full == symbol or full.endswith("." + symbol) for full in _full_names(d))
             ]
+        if parameters is not None:  # the overloads taking them, else what has no count (a class)
+            counted = [d for d in found if d.arity == parameters]
+            found = counted or [d for d in found if d.arity is None]
         return sorted(found, key=lambda d: (d.path, d.start_line))
 
     @_serialized
@@ -414,10 +427,25 @@ class Graph:
     @_serialized
     def resolve(self, call: Call) -> tuple[Definition, ...]:
         """The definitions `call` may reach: none (unresolved), one, or all candidates."""
-        key = (call.path, call.caller, call.callee, call.receiver)
+        key = (call.path, call.caller, call.callee, call.receiver, call.arguments)
         if key not in self._resolved:
-            self._resolved[key] = tuple(dict.fromkeys(self._resolve(call)))
+            targets = tuple(dict.fromkeys(self._resolve(call)))
+            if len(targets) > 1 and call.arguments is not None:
+                # Java overloads: those that take as many arguments as the call passes.
+                fitting = tuple(t for t in targets if t.accepts(call.arguments))
+                targets = fitting or targets
+            if len(targets) == 1 and targets[0].kind == KIND_CLASS and call.arguments is not None:
+                # Java's `new Foo(a)`: the one constructor of Foo taking one argument; with
+                # two such (`Foo(int)`, `Foo(String)`) the call still reaches class Foo.
+                constructors = self._constructors(targets[0], call.arguments)
+                targets = constructors if len(constructors) == 1 else targets
+            self._resolved[key] = targets
         return self._resolved[key]
+
+    def _constructors(self, owner: Definition, arguments: int) -> tuple[Definition, ...]:
+        """The constructors of class `owner` (Java's `Foo.Foo`) that take `arguments`."""
+        declared = self._context(owner.path).defined(f"{owner.qualname}.{owner.name}")
+        return tuple(d for d in declared if d.kind != KIND_CLASS and d.accepts(arguments))
 
     def _importers_of(self, paths: Iterable[str]) -> dict[str, str]:
         """Files whose imports resolve to one of `paths` (other than that file itself), each
@@ -463,6 +491,14 @@ class Graph:
     def _imported_files(self, imported: Import) -> set[str]:
         """The files an import names: its module, or a module it imports from a package."""
         language = self._language(imported.path)
+        if language == "java" and imported.name is not None:
+            # `import a.b.C` imports C's file alone, and `import static a.b.C.m` C's file:
+            # package a.b's other classes are imported only by `import a.b.*` (name None).
+            joined = _join_module(language, imported.module, imported.name)
+            return {
+                *self._rooted((joined.replace(".", "/") + ".java",), None),
+                *self._rooted((imported.module.replace(".", "/") + ".java",), None),
+            }
         files = set(self._module_files(imported.path, language, imported.module))
         if imported.name and imported.name != "default":
             joined = _join_module(language, imported.module, imported.name)
@@ -481,6 +517,8 @@ class Graph:
             return self._bound_method(call, call.receiver, parts[-1])
         if parts[0] == "?":
             return []  # `f().g()`, `super().g()`: the object's type is unknown here
+        if parts[-1].endswith("!"):
+            return self._macro(call, parts)
         if parts[0] == "self":
             if len(parts) != 2:
                 return []
@@ -537,6 +575,18 @@ class Graph:
                 found |= frontier
             self._unit_includers[path] = found
         return self._unit_includers[path]
+
+    def _macro(self, call: Call, parts: list[str]) -> list[Definition]:
+        """A Rust macro's definitions that `call` may reach: one its file defines, else its
+        crate's (`#[macro_export]` puts a macro at the crate root, `#[macro_use]` brings it
+        into every module after), else any crate's (`clap::value_parser!` re-exports
+        clap_builder's)."""
+        local = self._resolve_name(call.path, parts[-1:], call.caller, 0)
+        if local:
+            return local
+        named = self._store.definitions_named(parts[-1])
+        crate = _rust_crate_folder(call.path)
+        return [d for d in named if _rust_crate_folder(d.path) == crate] or named
 
     def _sibling_method(self, call: Call, method: str) -> list[Definition]:
         """Go: `s.f()` in a method of a type declared in another file of its package."""
@@ -754,7 +804,9 @@ class Graph:
     def _require(self, symbol: str) -> list[Definition]:
         found = self.definitions(symbol)
         if not found:
-            raise UnknownSymbol(f"no definition of {symbol!r} in the code graph")
+            # Rust's macros are named with their `!`: `ok` alone finds none of `ok!`'s.
+            hint = f" (did you mean the macro {symbol}!?)" if self.definitions(symbol + "!") else ""
+            raise UnknownSymbol(f"no definition of {symbol!r} in the code graph{hint}")
         return found
 
     # -- files and modules --
@@ -1080,9 +1132,51 @@ def _join_module(language: str, module: str, name: str) -> str:
     return f"{module}.{name}" if module and not module.endswith(".") else module + name
 
 
-def _full_name(definition: Definition) -> str:
-    """`src/requests/api.py` + `get` → `src.requests.api.get`; packages lose their `__init__`."""
+def _rust_crate_folder(path: str) -> str:
+    """The folder of the crate `path` belongs to: the one holding its src/, examples/,
+    tests/ or benches/ (`clap_builder/src/builder/arg.rs` → `clap_builder`)."""
+    parts = path.split("/")
+    for index, part in enumerate(parts[:-1]):
+        if part in _RUST_CRATE_FOLDERS:
+            return "/".join(parts[:index])
+    return posixpath.dirname(path)
+
+
+def written_symbol(symbol: str) -> tuple[str, int | None]:
+    """A symbol as the graph spells it, and how many parameters it names (None: no list).
+
+    `::` (Rust, C++) and `#` (Javadoc's `{@link Strings#cut}`, `{@link #cut}`) read as dots;
+    a parameter list, as Javadoc and stack traces write one, is dropped and counted:
+    `Strings#cut(String, int)` → (`Strings.cut`, 2). Commas inside `<…>` (`Map<K, V>`)
+    separate no parameters.
+    """
+    # `#isBlank`: Javadoc's member of the class it is written in.
+    symbol = symbol.strip().lstrip("#").replace("::", ".").replace("#", ".")
+    opened = symbol.find("(")
+    if opened <= 0 or not symbol.endswith(")"):
+        return symbol, None
+    inside = symbol[opened + 1 : -1]
+    depth, parameters = 0, 1 if inside.strip() else 0
+    for character in inside:
+        depth += (character == "<") - (character == ">")
+        parameters += character == "," and depth == 0
+    return symbol[:opened].strip(), parameters
+
+
+def _full_names(definition: Definition) -> list[str]:
+    """The dotted names `definition` may be written by: its path as modules, a package
+    losing its `__init__` (`src/requests/api.py` + `get` → `src.requests.api.get`); a Java
+    class's file not named twice (`org/ex/Strings.java` + `Strings.cut` → `org.ex.Strings.cut`,
+    as an import or a stack trace writes it); Rust's `src/` left out (`my_crate/src/lib.rs` +
+    `Args.new` → `my_crate.Args.new`, the crate's own path)."""
     module = definition.path.rsplit(".", 1)[0].split("/")
     if module[-1] in _FOLDER_MODULES:
         module.pop()
-    return ".".join([*module, definition.qualname])
+    names = [".".join([*module, definition.qualname])]
+    extension = definition.path.rsplit(".", 1)[-1]
+    if extension == "java" and module and definition.qualname.split(".", 1)[0] == module[-1]:
+        names.append(".".join([*module[:-1], definition.qualname]))
+    if extension == "rs" and "src" in module:
+        at = len(module) - 1 - module[::-1].index("src")
+        names.append(".".join([*module[:at], *module[at + 1 :], definition.qualname]))
+    return names

@@ -27,6 +27,9 @@ class GraphSpec:
     # Rust: macro invocations, whose arguments the grammar leaves as tokens (`assert_eq!(
     # from_str::<T>(s)?, …)`, serde_json's `tri!(…)`); the calls in them are read from those.
     macros: frozenset[str] = _fs()
+    # Rust's `macro_rules! name`: a definition `name!`, which a macro's invocation reaches
+    # (macros have names of their own: `value_parser!` is not the method `value_parser`).
+    macro_definitions: frozenset[str] = _fs()
     # JS/TS: `const f = () => …` defines f; `const x = require("m")` imports m; any other
     # top-level `const`/`let`/`var` defines a variable.
     variable_declarators: frozenset[str] = _fs()
@@ -134,6 +137,7 @@ SPECS: dict[str, GraphSpec] = {
         self_names=_fs({"self", "Self"}),
         scopes=_fs({"impl_item"}),
         macros=_fs({"macro_invocation"}),
+        macro_definitions=_fs({"macro_definition"}),
         variables=_fs({"const_item", "static_item"}),
         bindings=_fs({"let_declaration"}),
     ),

@@ -10,7 +10,8 @@ KIND_METHOD = "method"
 # A module-level (or Rust associated) constant or variable: `MAX = 3`, `export const x`.
 KIND_VARIABLE = "variable"
 # C's `#define`, object-like (`#define isError ERR_isError`) or function-like: where it is
-# seen, a call by its name is the macro's.
+# seen, a call by its name is the macro's. Rust's `macro_rules! name`, defined and called
+# as `name!` (a name of its own: `value_parser!` is not the method `value_parser`).
 KIND_MACRO = "macro"
 
 # A call's receiver when it goes through a function pointer (C's `handler(x)` where
@@ -55,10 +56,21 @@ class Definition(_Fact):
     # Seen only by its own file and the files including it: C's `static` functions and
     # variables, and `#define`s. A call from elsewhere never reaches it.
     file_local: bool = False
+    # Java's parameters, for telling overloads apart by a call's arguments (None: not
+    # counted); `variadic`: the last is `T...`, taking any number of arguments. A
+    # definition is its place in the code: these never make two definitions unequal.
+    arity: int | None = field(default=None, compare=False)
+    variadic: bool = field(default=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.qualname.rsplit(".", 1)[-1]
+
+    def accepts(self, arguments: int) -> bool:
+        """Whether a call with `arguments` arguments may reach this definition."""
+        if self.arity is None:
+            return True
+        return arguments == self.arity or (self.variadic and arguments >= self.arity - 1)
 
     @property
     def location(self) -> str:
@@ -81,6 +93,7 @@ class Call(_Fact):
     callee: str
     line: int
     receiver: str | None = None
+    arguments: int | None = field(default=None, compare=False)  # Java's, for its overloads
 
     @property
     def name(self) -> str:

@@ -20,11 +20,11 @@ CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,
     language TEXT, is_test INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS definitions (path TEXT NOT NULL, qualname TEXT NOT NULL,
     name TEXT NOT NULL, kind TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-    returns TEXT, file_local INTEGER NOT NULL);
+    returns TEXT, file_local INTEGER NOT NULL, arity INTEGER, variadic INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS definitions_by_name ON definitions (name);
 CREATE INDEX IF NOT EXISTS definitions_by_path ON definitions (path);
 CREATE TABLE IF NOT EXISTS calls (path TEXT NOT NULL, caller TEXT, callee TEXT NOT NULL,
-    name TEXT NOT NULL, line INTEGER NOT NULL, receiver TEXT);
+    name TEXT NOT NULL, line INTEGER NOT NULL, receiver TEXT, arguments INTEGER);
 CREATE INDEX IF NOT EXISTS calls_by_name ON calls (name);
 CREATE INDEX IF NOT EXISTS calls_by_path ON calls (path, caller);
 CREATE TABLE IF NOT EXISTS imports (path TEXT NOT NULL, module TEXT NOT NULL, name TEXT,
@@ -47,8 +47,13 @@ _VALUES_PER_QUERY = 400
 
 # A definition as read, its fields in Definition's order: a query reads every definition of
 # each file its calls come from, but makes Definitions of the few it looks up (see graph.py).
-# SQLite gives `file_local` back as 0 or 1, which equal and hash as False and True.
-DefinitionRow = tuple[str, str, str, int, int, str | None, bool]
+# SQLite gives `file_local` and `variadic` back as 0 or 1, which equal and hash as False and
+# True.
+DefinitionRow = tuple[str, str, str, int, int, str | None, bool, int | None, bool]
+_DEFINITION_COLUMNS = (
+    "path, qualname, kind, start_line, end_line, returns, file_local, arity, variadic"
+)
+_CALL_COLUMNS = "path, caller, callee, line, receiver, arguments"
 
 
 def module_leaf(module: str, file_named: bool = False) -> str:
@@ -160,24 +165,21 @@ class GraphStore:
             (facts.path, facts.sha256, facts.language, int(facts.is_test)),
         )
         db.executemany(
-            "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO definitions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
-                    d.path,
-                    d.qualname,
-                    d.name,
-                    d.kind,
-                    d.start_line,
-                    d.end_line,
-                    d.returns,
-                    int(d.file_local),
+                    *(d.path, d.qualname, d.name, d.kind, d.start_line, d.end_line, d.returns),
+                    *(int(d.file_local), d.arity, int(d.variadic)),
                 )
                 for d in facts.definitions
             ],
         )
         db.executemany(
-            "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?)",
-            [(c.path, c.caller, c.callee, c.name, c.line, c.receiver) for c in facts.calls],
+            "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (c.path, c.caller, c.callee, c.name, c.line, c.receiver, c.arguments)
+                for c in facts.calls
+            ],
         )
         db.executemany(
             "INSERT INTO imports VALUES (?, ?, ?, ?, ?, ?)",
@@ -216,8 +218,7 @@ class GraphStore:
 
     def definitions_named(self, name: str) -> list[Definition]:
         rows = self._db.execute(
-            "SELECT path, qualname, kind, start_line, end_line, returns, file_local "
-            "FROM definitions WHERE name = ?",
+            f"SELECT {_DEFINITION_COLUMNS} FROM definitions WHERE name = ?",
             (name,),
         )
         return [Definition(*row) for row in rows]
@@ -230,8 +231,8 @@ class GraphStore:
         """`definitions_in` as rows, for a caller that makes Definitions of only a few."""
         return list(
             self._rows_where_in(
-                "SELECT path, qualname, kind, start_line, end_line, returns, file_local "
-                "FROM definitions WHERE path IN ({marks}) ORDER BY path, rowid",
+                f"SELECT {_DEFINITION_COLUMNS} FROM definitions "
+                "WHERE path IN ({marks}) ORDER BY path, rowid",
                 paths,
             )
         )
@@ -241,23 +242,21 @@ class GraphStore:
         return [
             Call(*row)
             for row in self._rows_where_in(
-                "SELECT path, caller, callee, line, receiver FROM calls "
-                "WHERE name IN ({marks}) ORDER BY name, rowid",
+                f"SELECT {_CALL_COLUMNS} FROM calls WHERE name IN ({{marks}}) ORDER BY name, rowid",
                 names,
             )
         ]
 
     def calls_by(self, path: str, caller: str) -> list[Call]:
         rows = self._db.execute(
-            "SELECT path, caller, callee, line, receiver FROM calls WHERE path = ? AND caller = ?",
+            f"SELECT {_CALL_COLUMNS} FROM calls WHERE path = ? AND caller = ?",
             (path, caller),
         )
         return [Call(*row) for row in rows]
 
     def calls_in(self, path: str, start_line: int, end_line: int) -> list[Call]:
         rows = self._db.execute(
-            "SELECT path, caller, callee, line, receiver FROM calls "
-            "WHERE path = ? AND line BETWEEN ? AND ?",
+            f"SELECT {_CALL_COLUMNS} FROM calls WHERE path = ? AND line BETWEEN ? AND ?",
             (path, start_line, end_line),
         )
         return [Call(*row) for row in rows]

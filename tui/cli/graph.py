@@ -53,7 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         target = "PATH|SYMBOL" if name == "impact" else "SYMBOL"
         parser.add_argument(
-            "target", metavar=target, help="a name (get), a dotted tail (Session.get) or a path"
+            "target",
+            metavar=target,
+            help="a name (get), a dotted tail (Session.get, Type::new, Type#m(String, int)) "
+            "or a path",
         )
         parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
         parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from codeqa.retrieval.search.relevance import Relevance
     from codeqa.retrieval.search.scope import PathScope
 
-SNIPPET_LINES = 3
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -201,8 +199,11 @@ def answer_search(request: SearchRequest, live: LiveIndex, out: TextIO, err: Tex
         return 0
     if generated is not None:
         print(f"codeqa: note: the best hit is generated code ({generated})", file=err)
+    from codeqa.retrieval.search.relevance import subject_words  # loaded with the index
+
+    words = subject_words(request.query)
     for hit in hits:
-        print(_format_hit(hit), file=out)
+        print(_format_hit(hit, words), file=out)
     if not relevance.relevant:  # after the hits: the first line is always the best hit
         print(f"{NOTHING_RELEVANT}; these are only the closest matches.", file=out)
     return 0
@@ -236,13 +237,16 @@ def _search_repositories(
     if not found:
         print("no results")
         return 0
+    from codeqa.retrieval.search.relevance import subject_words  # loaded with the index
+
+    words = subject_words(query)
     # Two checkouts of one repository share its name: their index names tell them apart.
     names: dict[str, set[str]] = {}
     for hit in found:
         names.setdefault(hit.repository, set()).add(hit.index)
     for hit in found:
         label = hit.repository if len(names[hit.repository]) == 1 else hit.index
-        print(_format_hit(hit.hit, label=label))
+        print(_format_hit(hit.hit, words, label=label))
     return 0
 
 
@@ -259,9 +263,10 @@ def _capped(query: str, name: str, err: TextIO) -> str:
     return cap_query(query)
 
 
-def _format_hit(hit: SearchHit, *, label: str | None = None) -> str:
+def _format_hit(hit: SearchHit, words: frozenset[str], *, label: str | None = None) -> str:
     """The hit's `path:start-end  symbol  score` line (one line, whatever the names hold),
-    then its first lines of code; `label`: the repository, for --all-repos."""
+    then its lines holding most of the query's `words` (search_text.snippet); `label`: the
+    repository, for --all-repos."""
     chunk = hit.chunk
     head = f"{chunk.location}  {chunk.symbol or '-'}  {hit.score:.4f}"
     if hit.also_at:
@@ -269,5 +274,7 @@ def _format_hit(hit: SearchHit, *, label: str | None = None) -> str:
     if label is not None:
         head = f"[{label}] {head}"
     head = one_line(head)
-    snippet = [line.strip() for line in chunk.text.splitlines() if line.strip()][:SNIPPET_LINES]
-    return "\n".join([head, *(f"    {line[:120]}" for line in snippet), ""])
+    from codeqa.tui.search_text import snippet  # with the index, as its keywords are
+
+    lines = snippet(chunk, words).splitlines()
+    return "\n".join([head, *(f"    {line}" for line in lines), ""])

@@ -212,7 +212,8 @@ def build_server(service: IndexService) -> MCPServer:
         subclasses and unresolved same-name calls) or "impact" (transitive callers,
         importers and tests up to `depth` hops, each with the call or import it is reached
         through; `symbol` may be a file path). `symbol`:
-        a name ("get"), a dotted tail ("Session.get") or a module path ("requests.api.get").
+        a name ("get"), a dotted tail ("Session.get"), a module path ("requests.api.get",
+        "my_crate::util::parse") or Javadoc's "Strings#cut(String, int)".
         When a name has several definitions, each call says which one it reached. `limit`:
         rows listed (0: all that fit the output), then a count of the rest.
         """

@@ -24,8 +24,7 @@ from codeqa.retrieval.graph import DEFAULT_IMPACT_DEPTH, Definition, Impact, Ref
 from codeqa.retrieval.index import Index
 from codeqa.retrieval.indexing import resolve_repo
 from codeqa.retrieval.live import FillEnded, LiveEvent, LiveIndex, RefreshFailed
-from codeqa.retrieval.records import Chunk, SearchHit, SearchMode, SkippedFile, one_line
-from codeqa.retrieval.search.keywords import code_tokens
+from codeqa.retrieval.records import SearchHit, SearchMode, SkippedFile, one_line
 from codeqa.retrieval.search.query import MAX_QUERY_CHARS
 from codeqa.retrieval.search.relevance import Relevance, not_relevant_line, subject_words
 from codeqa.retrieval.search.scope import PathScope
@@ -35,6 +34,7 @@ from codeqa.tui.graph_text import (
     definition_line,
     reference_line,
 )
+from codeqa.tui.search_text import snippet
 from codeqa.tui.settings import Settings
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ MAX_SEARCH_LIMIT = 100
 # How deep paging goes: a cursor past this is not one the server gave out (a forged offset of
 # 4294967296 would reach the store as a limit it cannot take).
 MAX_CURSOR_OFFSET = 1000
-SNIPPET_LINES = 3
-SNIPPET_LINE_CHARS = 160
 # A refresh that found the index locked (`codeqa index`, another server's vector fill, a
 # status probe in the same instant) tries again after this long, so that a change the
 # watcher saw is not left out until the next one.
@@ -514,31 +512,6 @@ def _search_result(
         round(hit.score, 6),
         snippet(chunk, query_words),
         repository,
-    )
-
-
-def snippet(chunk: Chunk, query_words: frozenset[str]) -> str:
-    """The chunk's lines holding the most of the query's words, numbered, in file order.
-
-    A chunk's first lines are often a doc comment's opening (`/**`, a docstring's quotes)
-    or a decorator; the lines that made it match tell an agent whether to read it. A chunk
-    matched by meaning alone, holding none of the words, shows its first lines that name
-    anything.
-    """
-    numbered = [
-        (chunk.start_line + offset, line.rstrip())
-        for offset, line in enumerate(chunk.text.splitlines())
-        if line.strip()
-    ]
-    held = {number: len(query_words.intersection(code_tokens(line))) for number, line in numbered}
-    best = sorted(
-        (entry for entry in numbered if held[entry[0]]), key=lambda entry: -held[entry[0]]
-    )[:SNIPPET_LINES]
-    if not best:
-        best = [entry for entry in numbered if code_tokens(entry[1])][:SNIPPET_LINES]
-    width = len(str(chunk.end_line))
-    return "\n".join(
-        f"{number:>{width}} | {line[:SNIPPET_LINE_CHARS]}" for number, line in sorted(best)
     )
 
 
