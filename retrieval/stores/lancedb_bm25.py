@@ -1,0 +1,171 @@
+"""BM25 as LanceDB's full-text index scores it, computed by codeqa, to the bit.
+
+LanceDB's index keeps BM25's statistics (document count, token total, how many rows hold
+each word) as they were when it was last built or compacted: rows deleted since still
+count, rows written since are scanned beside it. Making it exact again rewrites the whole
+index (10-40 s on a 5.5M-line monorepo). Instead, while few rows changed, the store scores
+LanceDB's candidates again here with the statistics of the rows there are
+(`LanceStore._exact_bm25_leg`), and settles when something has time for it.
+
+The tokens are the index's as `LanceStore._create_fts_index` configures it: split on
+whitespace, words of MAX_WORD_LENGTH characters or more dropped, lower-cased, Snowball
+English stems (PyStemmer), stems on NLTK's English stop-word list dropped (after stemming:
+"underlying" goes, as "under"). A query's words are not deduplicated: asked twice, a word
+counts twice, as in LanceDB. The score is Lance's `IndexBM25Scorer`'s, in float32, idf
+through the C library's `logf` (Rust's f32::ln). `evals/bench_bm25_reproduction.py`
+checks it against LanceDB: 1,000 of 1,000 scores equal to the bit on django and on the
+monorepo.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, snowball_stems
+
+# NLTK's English stop words, the list LanceDB's tokenizer drops (probed on django's index:
+# every one of its 3,000 commonest words that no query finds is on it, or stems to one).
+STOP_WORDS = frozenset(
+    """i me my myself we our ours ourselves you you're you've you'll you'd your yours
+    yourself yourselves he him his himself she she's her hers herself it it's its itself
+    they them their theirs themselves what which who whom this that that'll these those am
+    is are was were be been being have has had having do does did doing a an the and but
+    if or because as until while of at by for with about against between into through
+    during before after above below to from up down in out on off over under again further
+    then once here there when where why how all any both each few more most other some
+    such no nor not only own same so than too very s t can will just don don't should
+    should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn
+    doesn't hadn hadn't hasn hasn't haven haven't isn isn't ma mightn mightn't mustn
+    mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't weren weren't won won't
+    wouldn wouldn't""".split()
+)
+# Lance's BM25 constants.
+K1 = np.float32(1.2)
+B = np.float32(0.75)
+_ONE = np.float32(1.0)
+_HALF = np.float32(0.5)
+# numpy's float32 log may differ from the C library's in the last bit.
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+_LIBM.logf.restype = ctypes.c_float
+_LIBM.logf.argtypes = [ctypes.c_float]
+
+
+def index_words(text: str) -> list[tuple[str, str]]:
+    """Each token of `text` as the full-text index makes it, beside the word it came from."""
+    words = [word.lower() for word in text.split() if len(word) < MAX_WORD_LENGTH]
+    return [
+        (stem, word)
+        for stem, word in zip(snowball_stems(words), words, strict=True)
+        if stem not in STOP_WORDS
+    ]
+
+
+def index_tokens(text: str) -> list[str]:
+    """`text`'s tokens as the full-text index makes them (for a query: as LanceDB asks)."""
+    return [stem for stem, _ in index_words(text)]
+
+
+def token_counts(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """How many tokens the full-text index makes of each text: BM25's document lengths.
+
+    Counted column-wise (each distinct word stemmed once): on the monorepo's 130k rows,
+    22.1M tokens, tokenising row by row in Python took 49.8 s, this 13.5 s (load 12).
+    """
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
+    if len(texts) == 0:
+        return np.zeros(0, dtype=np.int64)
+    lists = pc.utf8_split_whitespace(texts.fill_null(""))
+    words = pc.list_flatten(lists)
+    lengths = pc.utf8_length(words)  # "" too: a split on each space finds one between two
+    kept = pc.and_(pc.less(lengths, MAX_WORD_LENGTH), pc.greater(lengths, 0))
+    kept = kept.to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(pc.utf8_lower(words))
+    distinct = encoded.dictionary.to_pylist()
+    counted = np.array([stem not in STOP_WORDS for stem in snowball_stems(distinct)], dtype=bool)
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    per_word = (counted[indices] if len(indices) else np.zeros(0, dtype=bool)) & kept
+    running = np.concatenate([[0], np.cumsum(per_word, dtype=np.int64)])
+    offsets = lists.offsets.to_numpy()
+    return running[offsets[1:]] - running[offsets[:-1]]
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Statistics:
+    """What BM25 knows of a corpus: its rows, their tokens, and how many rows hold each
+    word asked (words not in `holding` are held by none)."""
+
+    rows: int
+    tokens: int
+    holding: Mapping[str, int]
+
+    def average_length(self) -> np.float32:
+        return np.float32(self.tokens) / np.float32(self.rows) if self.rows else _ONE
+
+    def idf(self, word: str) -> np.float32:
+        rows, holding = np.float32(self.rows), np.float32(self.holding.get(word, 0))
+        ratio = (rows - holding + _HALF) / (holding + _HALF)
+        return np.float32(_LIBM.logf(float(ratio + _ONE)))
+
+
+@dataclass(frozen=True, slots=True)
+class RowTokens:
+    """One row's tokens for scoring: how often each appears, and how many there are."""
+
+    counts: Mapping[str, int]
+    length: int
+
+    @classmethod
+    def of(cls, text: str) -> RowTokens:
+        counts = Counter(index_tokens(text))
+        return cls(counts, sum(counts.values()))
+
+
+def bm25_score(row: RowTokens, asked: Sequence[str], statistics: Bm25Statistics) -> np.float32:
+    """Lance's BM25 score of a row for a query's tokens (repeats counted), in float32."""
+    total = np.float32(0.0)
+    length = np.float32(row.length)
+    norm = K1 * (_ONE - B + B * length / statistics.average_length())
+    for token in asked:
+        count = row.counts.get(token)
+        if not count:
+            continue
+        freq = np.float32(count)
+        weight = statistics.idf(token)
+        total = np.float32(total + weight * ((K1 + _ONE) * freq / (freq + norm)))
+    return total
+
+
+def score_ratio_bound(
+    exact: Bm25Statistics, indexed: Bm25Statistics, asked: Iterable[str]
+) -> float:
+    """The most a row's score under `exact` statistics can be, as a multiple of its score
+    under `indexed` ones, for any row that `indexed` counts (so holds no word it says no
+    row holds).
+
+    Per word, a row's share is idf x tf(k1+1) / (tf + k1(1 - b + b len/avg)): the idf
+    ratio is known, and the length factor moves by at most avg_exact/avg_indexed (a very
+    long row) and not at all for an empty one. A sum of shares is at most the largest
+    share's ratio times the sum.
+    """
+    average = float(exact.average_length()) / float(indexed.average_length())
+    length_factor = max(1.0, average)
+    ratio = 0.0
+    for word in set(asked):
+        if indexed.holding.get(word, 0) <= 0:
+            continue  # no row the index counts holds it: it adds to no indexed row's score
+        ratio = max(ratio, float(exact.idf(word)) / float(indexed.idf(word)))
+    return ratio * length_factor if ratio else 0.0
+
+
+def float32_slack(score: float) -> float:
+    """`score` raised past what float32 rounding of a sum of a few shares can move it."""
+    return math.nextafter(score * (1.0 + 1e-5), math.inf)
