@@ -24,7 +24,7 @@ import ctypes.util
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -169,3 +169,118 @@ def score_ratio_bound(
 def float32_slack(score: float) -> float:
     """`score` raised past what float32 rounding of a sum of a few shares can move it."""
     return math.nextafter(score * (1.0 + 1e-5), math.inf)
+
+
+@dataclass(slots=True)
+class KeywordLedger:
+    """BM25's statistics as the store keeps them beside LanceDB's table (in DRIFT_FILE).
+
+    `tokens` is the token total of the rows there are, kept by each write's own rows (13.5 s
+    to count afresh on the monorepo). While `settled_rows` is known, LanceDB's full-text
+    index scores with the statistics it had when last exact (`settled_rows`,
+    `settled_tokens`), the rows deleted since still counted and the rows written since
+    (`written`) outside it; `deleted_*` says what the deleted rows added to them. With both,
+    a search can score exactly as a clean build would (`LanceStore._exact_bm25_leg`).
+    `version`: the table version all this describes (another process may write after).
+    """
+
+    tokens: int | None = None
+    settled_rows: int | None = None
+    settled_tokens: int | None = None
+    written: list[str] = field(default_factory=list)
+    deleted_rows: int = 0
+    deleted_tokens: int = 0
+    deleted_holding: Counter[str] = field(default_factory=Counter)
+    version: int | None = None
+
+    @property
+    def tracking(self) -> bool:
+        """Whether the index's own statistics are known (so a search can be made exact)."""
+        return None not in (self.tokens, self.settled_rows, self.settled_tokens)
+
+    @property
+    def changed(self) -> int:
+        """Rows written or deleted since the index was last exact."""
+        return len(self.written) + self.deleted_rows
+
+    def settled(self, rows: int) -> None:
+        """The index is exactly a clean build's of `rows` rows now."""
+        self.forget_changes()
+        self.settled_rows = rows if self.tokens is not None else None
+        self.settled_tokens = self.tokens
+
+    def untracked(self) -> None:
+        """The index's statistics are no longer known: only a settle makes them so again."""
+        self.settled_rows = self.settled_tokens = None
+        self.forget_changes()
+
+    def forget_changes(self) -> None:
+        self.written, self.deleted_rows, self.deleted_tokens = [], 0, 0
+        self.deleted_holding = Counter()
+
+    def wrote(self, chunk_ids: Iterable[str], tokens: int) -> None:
+        if self.tokens is not None:
+            self.tokens += tokens
+        if self.tracking:
+            known = set(self.written)
+            self.written.extend(chunk_id for chunk_id in chunk_ids if chunk_id not in known)
+
+    def rewrote(self, rows: Mapping[str, RowTokens]) -> None:
+        """These rows were written again as they were (a vector given): out of the index,
+        their old versions still in its statistics."""
+        self.deleted(rows)
+        self.wrote(rows, sum(row.length for row in rows.values()))
+
+    def deleted(self, rows: Mapping[str, RowTokens]) -> None:
+        """These rows (by chunk id) are gone; those the index held stay in its statistics."""
+        if self.tokens is not None:
+            self.tokens -= sum(row.length for row in rows.values())
+        if not self.tracking:
+            return
+        written = set(self.written)
+        for chunk_id, row in rows.items():
+            if chunk_id in written:
+                written.discard(chunk_id)  # never in the index's statistics
+                continue
+            self.deleted_rows += 1
+            self.deleted_tokens += row.length
+            self.deleted_holding.update(row.counts.keys())
+        self.written = [chunk_id for chunk_id in self.written if chunk_id in written]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "tokens": self.tokens,
+            "settled_rows": self.settled_rows,
+            "settled_tokens": self.settled_tokens,
+            "written": self.written,
+            "deleted_rows": self.deleted_rows,
+            "deleted_tokens": self.deleted_tokens,
+            "deleted_holding": dict(self.deleted_holding),
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> KeywordLedger:
+        """The ledger recorded, or an empty one (nothing known) where it is not readable."""
+        if not isinstance(data, dict):
+            return cls()
+        try:
+            ledger = cls(
+                tokens=_count_or_none(data.get("tokens")),
+                settled_rows=_count_or_none(data.get("settled_rows")),
+                settled_tokens=_count_or_none(data.get("settled_tokens")),
+                written=[str(chunk_id) for chunk_id in data.get("written", [])],
+                deleted_rows=int(data.get("deleted_rows", 0)),
+                deleted_tokens=int(data.get("deleted_tokens", 0)),
+                deleted_holding=Counter(
+                    {str(k): int(v) for k, v in data.get("deleted_holding", {}).items()}
+                ),
+                version=_count_or_none(data.get("version")),
+            )
+        except (AttributeError, TypeError, ValueError):
+            return cls()
+        return ledger
+
+
+def _count_or_none(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
