@@ -29,11 +29,12 @@ QUERIES = ("parser token", "cache the caches", "widget layout close", "socket so
 
 
 def chunks(count: int, seed: int) -> list[Chunk]:
-    """Chunks of 3-40 words of a small vocabulary (stop words and stems among them)."""
+    """Chunks of 3-40 words of a small vocabulary (stop words and stems among them), in 40
+    files."""
     rng = random.Random(seed)
     return [
         Chunk(
-            path=f"pkg/m{i % 7}.py",
+            path=f"pkg/m{i % 40}.py",
             start_line=i + 1,
             end_line=i + 1,
             language="python",
@@ -124,7 +125,7 @@ def test_an_unsettled_index_searches_as_a_clean_build_of_the_rows_there_are(tmp_
         rows = [chunk for chunk in rows if chunk.path != path] + changed
         store.delete_paths([path])
         store.upsert(changed, None)
-        assert store.keyword_drift() != 0 and store.keyword_search_exact()
+        assert store.keyword_drift() != 0 and store.settle_can_wait()
         clean = clean_build(tmp_path / f"clean{edit}", rows)
         for limit in (3, 10, 50):
             assert bm25_lists(store, limit) == bm25_lists(clean, limit), (edit, limit)
@@ -135,14 +136,18 @@ def test_an_unsettled_index_searches_as_a_clean_build_of_the_rows_there_are(tmp_
 
 
 def test_past_the_rows_it_keeps_apart_the_store_says_a_settle_is_needed(tmp_path):
+    # Each search reads and scores every written row again; a fill of every vector
+    # rewrites every row: past a limit, a settle is cheaper than searching so.
     rows = chunks(400, seed=4)
-    store = LanceStore(tmp_path / "store", 8, LanceTuning(exact_unsettled_rows=60))
+    store = LanceStore(tmp_path / "store", 8, LanceTuning(exact_unsettled_rows=25))
     store.upsert(rows, None)
     store.settle()
-    store.delete_paths(["pkg/m1.py", "pkg/m2.py"])  # 114 rows
+    store.delete_paths(["pkg/m1.py", "pkg/m2.py", "pkg/m3.py"])  # 30 rows
     assert store.keyword_drift() != 0
-    assert not store.keyword_search_exact()
+    assert not store.settle_can_wait()
     store.settle()
-    assert store.keyword_search_exact()
-    store.delete_paths(["pkg/m3.py"])  # 57: within the limit once settled
-    assert store.keyword_drift() != 0 and store.keyword_search_exact()
+    assert store.settle_can_wait()
+    store.delete_paths(["pkg/m4.py"])  # 10: within the limit once settled
+    assert store.keyword_drift() != 0 and store.settle_can_wait()
+    store.set_vectors([chunk.chunk_id for chunk in rows[:120]], np.ones((120, 8)))
+    assert not store.settle_can_wait()  # rewritten by a fill: past the limit again

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from codeqa.retrieval.stores.lancedb_bm25 import (
     bm25_score,
     float32_slack,
     index_words,
+    rows_tokens,
     score_ratio_bound,
     token_counts,
 )
@@ -126,6 +127,9 @@ class LanceTuning:
     # store stops keeping what that needs, and the next command settles (a rewrite of the
     # whole index). Each search reads and scores every written row again.
     exact_unsettled_rows: int = 2_000
+    # ... and at most this share of the rows there are: a fill of every vector rewrites
+    # every row (out of the index, flat-scanned), and that settles at once.
+    exact_unsettled_share: float = 0.25
     # Each time LanceDB's top rows cannot yet show that no row below them reaches the
     # exact top, the exact leg reads this many times as deep.
     exact_depth_growth: int = 4
@@ -290,13 +294,19 @@ class LanceStore:
                 self._ledger.tokens = int(token_counts(texts[KEYWORD_COLUMN]).sum())
             self._record_drift(0)
 
-    def keyword_search_exact(self) -> bool:
-        """Whether a BM25 search answers as a clean build's would now: the index is, or the
-        store scores its candidates again with the statistics of the rows there are."""
+    def settle_can_wait(self) -> bool:
+        """Whether the settle can wait: a BM25 search answers as a clean build's would now
+        (the index is one, or `_exact_bm25_leg` rescores its candidates), and few old
+        versions are past their keep window (LanceDB prunes them only in an optimize, which
+        folds the new rows into the index: a settle's price anyway)."""
         if self.keyword_drift() == 0:
             return True
-        ledger = self._searchable_ledger()
-        return ledger is not None and ledger.changed <= self.tuning.exact_unsettled_rows
+        if self._unsettled_ledger() is None:
+            return False
+        cutoff = datetime.now() - self.tuning.keep_old_versions_for  # LanceDB's local time
+        versions = self._table.list_versions()[:-1]
+        prunable = sum(1 for version in versions if version["timestamp"] < cutoff)
+        return prunable < self.tuning.prune_every_versions
 
     def keyword_drift(self) -> int | None:
         """Rows written or deleted since the full-text index was last exactly a clean build's
@@ -493,8 +503,8 @@ class LanceStore:
         if not self._has_fts_index:
             return _Leg([], [], {})
         if self.keyword_drift() != 0:
-            ledger = self._searchable_ledger()
-            if ledger is not None and ledger.changed <= self.tuning.exact_unsettled_rows:
+            ledger = self._unsettled_ledger()
+            if ledger is not None:
                 return self._exact_bm25_leg(keywords, limit, vector_flags, ledger)
         table = self._keyword_rows(keywords, limit + self.tuning.tie_margin, vector_flags)
         return _leg(table, "_score", limit, higher_is_better=True)
@@ -534,22 +544,21 @@ class LanceStore:
         for stem, word in pairs:
             spelled.setdefault(stem, word)
         tokens: dict[int, RowTokens] = {}
-        found: dict[int, Chunk] = {}
-        without_vector: set[int] = set()
+        chunk_ids: dict[int, str] = {}
+        sources: dict[int, tuple[pa.Table, int]] = {}  # where each row's chunk is, read once
 
         def read(table: pa.Table) -> list[int]:
             rows = table["_rowid"].to_pylist()
-            columns = [table[name].to_pylist() for name in CHUNK_COLUMNS]
-            texts = table[KEYWORD_COLUMN].to_pylist()
-            flags = table["has_vector"].to_pylist() if vector_flags else [True] * len(rows)
-            for row, values, text, flag in zip(
-                rows, zip(*columns, strict=True), texts, flags, strict=True
+            fresh = [i for i, row in enumerate(rows) if row not in tokens]
+            part = table.take(pa.array(fresh, pa.int64()))
+            lengths, counts = rows_tokens(part[KEYWORD_COLUMN], spelled)
+            for j, (row, chunk_id) in enumerate(
+                zip(part["_rowid"].to_pylist(), part["chunk_id"].to_pylist(), strict=True)
             ):
-                if row not in tokens:
-                    tokens[row] = RowTokens.of(text)
-                    found[row] = chunk_from_row(dict(zip(CHUNK_COLUMNS, values, strict=True)))
-                    if not flag:
-                        without_vector.add(row)
+                held = {token: int(counts[token][j]) for token in spelled if counts[token][j]}
+                tokens[row] = RowTokens(held, int(lengths[j]))
+                chunk_ids[row] = chunk_id
+                sources[row] = (part, j)
             return rows
 
         written = set()
@@ -572,13 +581,13 @@ class LanceStore:
         scores = {row: float(bm25_score(tokens[row], asked, exact)) for row in written}
         depth = limit + self.tuning.tie_margin
         while True:
-            table = self._keyword_rows(keywords, depth, vector_flags, [KEYWORD_COLUMN])
+            table = self._keyword_rows(keywords, depth, vector_flags, ["chunk_id", KEYWORD_COLUMN])
             for row in read(table):
                 if row not in scores:
                     scores[row] = float(bm25_score(tokens[row], asked, exact))
             ranked = sorted(
                 (row for row, score in scores.items() if score > 0),
-                key=lambda row: (-scores[row], found[row].chunk_id),
+                key=lambda row: (-scores[row], chunk_ids[row]),
             )
             if table.num_rows < depth:
                 break  # every row holding a word asked is scored
@@ -587,11 +596,18 @@ class LanceStore:
                 break
             depth *= self.tuning.exact_depth_growth
         kept = ranked[:limit]
+        found = {row: sources[row][0].slice(sources[row][1], 1) for row in kept}
+        chunks = {
+            row: chunk_from_row({name: part[name][0].as_py() for name in CHUNK_COLUMNS})
+            for row, part in found.items()
+        }
         return _Leg(
             kept,
             [scores[row] for row in kept],
-            {row: found[row] for row in kept},
-            frozenset(row for row in kept if row in without_vector),
+            chunks,
+            frozenset(
+                row for row in kept if vector_flags and not found[row]["has_vector"][0].as_py()
+            ),
         )
 
     def _rows_holding(self, word: str) -> int:
@@ -602,7 +618,7 @@ class LanceStore:
 
     def _rows_by_chunk_ids(self, chunk_ids: Sequence[str], vector_flags: bool) -> pa.Table:
         flags = {"has_vector": f"{VECTOR_COLUMN} IS NOT NULL"} if vector_flags else {}
-        selected = {name: name for name in [*CHUNK_COLUMNS, KEYWORD_COLUMN]} | flags
+        selected = {name: name for name in [*CHUNK_COLUMNS, "chunk_id", KEYWORD_COLUMN]} | flags
         listed = ", ".join(_sql_literal(chunk_id) for chunk_id in chunk_ids) or "''"
         query = self._table.search().where(f"chunk_id IN ({listed})").select(selected)
         return query.with_row_id(True).limit(None).to_arrow()
@@ -726,11 +742,17 @@ class LanceStore:
             return KeywordLedger()
         return KeywordLedger.from_json(data.get(LEDGER_KEY) if isinstance(data, dict) else None)
 
-    def _searchable_ledger(self) -> KeywordLedger | None:
-        """The ledger, where it can make a search of the unsettled index exact: it describes
-        the table this object reads (not one another process wrote since)."""
+    def _unsettled_ledger(self) -> KeywordLedger | None:
+        """The ledger, where it makes a search of the unsettled index exact: it describes the
+        table this object reads (not one another process wrote since), and few rows changed
+        (`exact_unsettled_rows`, `exact_unsettled_share`)."""
         ledger = self._recorded_ledger()
         if not ledger.tracking or ledger.version != self._table.version:
+            return None
+        rows = self._table.count_rows()
+        if ledger.changed > min(
+            self.tuning.exact_unsettled_rows, self.tuning.exact_unsettled_share * rows
+        ):
             return None
         return ledger
 

@@ -79,23 +79,41 @@ def token_counts(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
     Counted column-wise (each distinct word stemmed once): on the monorepo's 130k rows,
     22.1M tokens, tokenising row by row in Python took 49.8 s, this 13.5 s (load 12).
     """
+    return rows_tokens(texts, ())[0]
+
+
+def rows_tokens(
+    texts: pa.Array | pa.ChunkedArray, asked: Iterable[str]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Each text's token count, and how often each token `asked` is among them, counted
+    column-wise: ~20x faster than `RowTokens.of` row by row (django's rows)."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
+    wanted = set(asked)
     if len(texts) == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), {token: np.zeros(0, np.int64) for token in wanted}
     lists = pc.utf8_split_whitespace(texts.fill_null(""))
     words = pc.list_flatten(lists)
     lengths = pc.utf8_length(words)  # "" too: a split on each space finds one between two
     kept = pc.and_(pc.less(lengths, MAX_WORD_LENGTH), pc.greater(lengths, 0))
     kept = kept.to_numpy(zero_copy_only=False)
     encoded = pc.dictionary_encode(pc.utf8_lower(words))
-    distinct = encoded.dictionary.to_pylist()
-    counted = np.array([stem not in STOP_WORDS for stem in snowball_stems(distinct)], dtype=bool)
+    stems = snowball_stems(encoded.dictionary.to_pylist())
+    counted = np.array([stem not in STOP_WORDS for stem in stems], dtype=bool)
     indices = encoded.indices.to_numpy(zero_copy_only=False)
-    per_word = (counted[indices] if len(indices) else np.zeros(0, dtype=bool)) & kept
-    running = np.concatenate([[0], np.cumsum(per_word, dtype=np.int64)])
     offsets = lists.offsets.to_numpy()
-    return running[offsets[1:]] - running[offsets[:-1]]
+
+    def per_row(words: np.ndarray) -> np.ndarray:
+        running = np.concatenate([[0], np.cumsum(words, dtype=np.int64)])
+        return running[offsets[1:]] - running[offsets[:-1]]
+
+    empty = np.zeros(0, dtype=bool)
+    lengths = per_row((counted[indices] if len(indices) else empty) & kept)
+    holding = {}
+    for token in wanted:
+        is_token = np.array([stem == token for stem in stems], dtype=bool) & counted
+        holding[token] = per_row((is_token[indices] if len(indices) else empty) & kept)
+    return lengths, holding
 
 
 @dataclass(frozen=True, slots=True)
