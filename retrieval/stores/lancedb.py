@@ -54,7 +54,7 @@ from codeqa.retrieval.stores.lancedb_bm25 import (
     index_words,
     rows_tokens,
     score_ratio_bound,
-    token_counts,
+    token_total,
 )
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.retrieval.stores.protocol import (
@@ -210,7 +210,7 @@ class LanceStore:
             vector_array = self._vectors_to_arrow(checked)
         data = pa.Table.from_pylist(rows, schema=self._schema().remove(len(self._schema()) - 1))
         data = data.append_column(self._schema().field(VECTOR_COLUMN), vector_array)
-        tokens = int(token_counts(data[KEYWORD_COLUMN]).sum())
+        tokens = token_total(data[KEYWORD_COLUMN])
         with self._writing():
             if self._table.count_rows() == 0:
                 # Nothing to match against: a plain append is cheaper. on_bad_vectors="null":
@@ -291,7 +291,7 @@ class LanceStore:
                 self._create_fts_index()
             if self._ledger.tokens is None:  # an index from before codeqa kept it: counted once
                 texts = self._table.search().select([KEYWORD_COLUMN]).limit(None).to_arrow()
-                self._ledger.tokens = int(token_counts(texts[KEYWORD_COLUMN]).sum())
+                self._ledger.tokens = token_total(texts[KEYWORD_COLUMN])
             self._record_drift(0)
 
     def settle_can_wait(self) -> bool:
@@ -764,7 +764,7 @@ class LanceStore:
         if not self._ledger.tracking or (
             self._ledger.changed + rows.num_rows > self.tuning.exact_unsettled_rows
         ):
-            return int(token_counts(rows[KEYWORD_COLUMN]).sum())
+            return token_total(rows[KEYWORD_COLUMN])
         return {
             chunk_id: RowTokens.of(text)
             for chunk_id, text in zip(

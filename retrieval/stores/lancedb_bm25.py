@@ -77,9 +77,21 @@ def token_counts(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """How many tokens the full-text index makes of each text: BM25's document lengths.
 
     Counted column-wise (each distinct word stemmed once): on the monorepo's 130k rows,
-    22.1M tokens, tokenising row by row in Python took 49.8 s, this 13.5 s (load 12).
+    22.1M tokens, tokenising row by row in Python took 49.8 s (load 12), this 7.8 s in
+    slices of COUNTED_TOGETHER rows, 19.7 s all at once (load 6).
     """
     return rows_tokens(texts, ())[0]
+
+
+COUNTED_TOGETHER = 4_096
+
+
+def token_total(texts: pa.Array | pa.ChunkedArray) -> int:
+    """The tokens of all `texts` together (BM25's corpus length), counted a slice at a time."""
+    return sum(
+        int(token_counts(texts.slice(start, COUNTED_TOGETHER)).sum())
+        for start in range(0, len(texts), COUNTED_TOGETHER)
+    )
 
 
 def rows_tokens(
