@@ -506,7 +506,16 @@ class LanceStore:
             ledger = self._unsettled_ledger()
             if ledger is not None:
                 return self._exact_bm25_leg(keywords, limit, vector_flags, ledger)
-        table = self._keyword_rows(keywords, limit + self.tuning.tie_margin, vector_flags)
+        depth = limit + self.tuning.tie_margin
+        while True:
+            table = self._keyword_rows(keywords, depth, vector_flags)
+            scores = sorted(table["_score"].to_pylist(), reverse=True)
+            # Equal scores across the cut are ordered by chunk id only if every one was read
+            # (LanceDB keeps an arbitrary few of them); code holds groups of dozens (a
+            # file vendored at 30 versions), so read on until the last score read is lower.
+            if table.num_rows < depth or scores[-1] < scores[limit - 1]:
+                break
+            depth *= self.tuning.exact_depth_growth
         return _leg(table, "_score", limit, higher_is_better=True)
 
     def _keyword_rows(
