@@ -151,3 +151,33 @@ def test_past_the_rows_it_keeps_apart_the_store_says_a_settle_is_needed(tmp_path
     assert store.keyword_drift() != 0 and store.settle_can_wait()
     store.set_vectors([chunk.chunk_id for chunk in rows[:120]], np.ones((120, 8)))
     assert not store.settle_can_wait()  # rewritten by a fill: past the limit again
+
+
+def test_equal_scores_across_the_cut_are_all_ordered_by_chunk_id_settled_or_not(tmp_path):
+    # Thirty copies of one file at as many versions (monorepos vendor them) score equal;
+    # LanceDB kept an arbitrary 10 of them past the cut, so the top 5 depended on the order
+    # rows were written in, and on whether the index was settled.
+    copies = [
+        Chunk(
+            path=f"semconv/v{i:02d}/doc.go",
+            start_line=1,
+            end_line=3,
+            language="go",
+            kind=ChunkKind.WINDOW,
+            symbol=None,
+            signature=None,
+            text="package semconv // conventions",
+            header="",
+        )
+        for i in range(30)
+    ]
+    written = sorted(copies, key=lambda chunk: chunk.chunk_id, reverse=True)
+    expected = sorted(chunk.chunk_id for chunk in copies)[:5]
+    store = clean_build(tmp_path / "store", [*written, *chunks(100, seed=5)])
+    assert [hit.chunk.chunk_id for hit in store.search("semconv", None, SearchMode.BM25, 5)] == (
+        expected
+    )
+    store.delete_paths(["pkg/m1.py"])  # unsettled: the exact leg
+    assert [hit.chunk.chunk_id for hit in store.search("semconv", None, SearchMode.BM25, 5)] == (
+        expected
+    )
