@@ -8,7 +8,10 @@ Behaviours of LanceDB 0.40 this module relies on (each covered by the contract t
   its compaction rewrites: a fragment alone in its bin keeps them (one edit of one file in
   a 30-file repository left 7 of 12 BM25 top 10s unlike a clean build's). `settle()`
   leaves the index exactly a clean build's; `keyword_drift()` counts the rows it is off by
-  until then (indexing.py decides when to settle; ties are ordered by chunk id, see `_leg`);
+  until then. Meanwhile, while few rows changed, BM25 searches are exact anyway: codeqa
+  keeps the statistics (lancedb_bm25.KeywordLedger) and rescores LanceDB's candidates
+  (`_exact_bm25_leg`), so indexing.py leaves the settle for later (`settle_can_wait`);
+  ties are ordered by chunk id, see `_leg`;
 - vector search skips rows whose vector is null, so chunks stored before their vectors
   are invisible to the vector side and found by the BM25 side of a hybrid query;
 - hybrid = the BM25 and vector queries, each `hybrid_depth` deep, fused as LanceDB's
