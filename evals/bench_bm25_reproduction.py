@@ -18,7 +18,6 @@ asked twice counts twice, as in LanceDB.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import random
 import time
@@ -26,69 +25,26 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import Stemmer
 from codeqa.evals.bench_edit_steps import STORE_FOLDER, store_dimension
 from codeqa.retrieval.records import SearchMode
-from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
+from codeqa.retrieval.search.keywords import keyword_query
 from codeqa.retrieval.stores.lancedb import KEYWORD_COLUMN, LanceStore
-
-# NLTK's English stop words, the list LanceDB's tokenizer drops (probed on django's index:
-# every one of its 3,000 commonest words that no query finds is on it, or stems to one).
-STOP_WORDS = frozenset(
-    """i me my myself we our ours ourselves you you're you've you'll you'd your yours
-    yourself yourselves he him his himself she she's her hers herself it it's its itself
-    they them their theirs themselves what which who whom this that that'll these those am
-    is are was were be been being have has had having do does did doing a an the and but
-    if or because as until while of at by for with about against between into through
-    during before after above below to from up down in out on off over under again further
-    then once here there when where why how all any both each few more most other some
-    such no nor not only own same so than too very s t can will just don don't should
-    should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn
-    doesn't hadn hadn't hasn hasn't haven haven't isn isn't ma mightn mightn't mustn
-    mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't weren weren't won won't
-    wouldn wouldn't""".split()
-)
-K1 = np.float32(1.2)
-B = np.float32(0.75)
-_STEMMER = Stemmer.Stemmer("english")
-# Rust's f32::ln is the C library's logf; numpy's float32 log may differ in the last bit.
-_LIBM = ctypes.CDLL("libm.so.6")
-_LIBM.logf.restype = ctypes.c_float
-_LIBM.logf.argtypes = [ctypes.c_float]
-
-
-def tokens(text: str) -> list[str]:
-    """`text`'s tokens as LanceDB's full-text index makes them."""
-    words = [word.lower() for word in text.split() if len(word) < MAX_WORD_LENGTH]
-    return [stem for stem in _STEMMER.stemWords(words) if stem not in STOP_WORDS]
+from codeqa.retrieval.stores.lancedb_bm25 import Bm25Statistics, RowTokens, bm25_score, index_tokens
 
 
 class Corpus:
     """BM25's statistics over a set of rows' keyword texts, and Lance's score of one row."""
 
     def __init__(self, texts: dict[str, str]) -> None:
-        self.counts = {row: Counter(tokens(text)) for row, text in texts.items()}
-        self.lengths = {row: sum(counts.values()) for row, counts in self.counts.items()}
-        self.document_frequency: Counter[str] = Counter()
-        for counts in self.counts.values():
-            self.document_frequency.update(counts.keys())
-        rows = np.float32(len(self.counts))
-        self.rows = rows
-        self.average_length = np.float32(sum(self.lengths.values())) / rows
+        self.rows = {row: RowTokens.of(text) for row, text in texts.items()}
+        holding: Counter[str] = Counter()
+        for tokens in self.rows.values():
+            holding.update(tokens.counts.keys())
+        total = sum(tokens.length for tokens in self.rows.values())
+        self.statistics = Bm25Statistics(len(self.rows), total, holding)
 
     def score(self, row: str, query_tokens: list[str]) -> np.float32:
-        total = np.float32(0.0)
-        counts, length = self.counts[row], np.float32(self.lengths[row])
-        for token in query_tokens:
-            if token not in counts:
-                continue
-            holding = np.float32(self.document_frequency[token])
-            ratio = (self.rows - holding + np.float32(0.5)) / (holding + np.float32(0.5))
-            idf = np.float32(_LIBM.logf(float(ratio + np.float32(1.0))))
-            freq = np.float32(counts[token])
-            norm = K1 * (np.float32(1.0) - B + B * length / self.average_length)
-            total = np.float32(total + idf * ((K1 + np.float32(1.0)) * freq / (freq + norm)))
-        return total
+        return bm25_score(self.rows[row], query_tokens, self.statistics)
 
 
 def main() -> None:
@@ -116,7 +72,7 @@ def main() -> None:
     for _ in range(args.queries):
         words = texts[rng.choice(ids)].split()
         query = " ".join(rng.sample(words, min(3, len(words))))
-        asked = tokens(keyword_query(query))
+        asked = index_tokens(keyword_query(query))
         hits = store.search(query, None, SearchMode.BM25, 10)
         same = [np.float32(hit.score) == corpus.score(hit.chunk.chunk_id, asked) for hit in hits]
         for hit in hits:

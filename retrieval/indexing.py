@@ -365,8 +365,9 @@ def build_index(
             and manifest.vectors_missing is not None  # None: a fill was killed before counting
             and (manifest.complete_chunks is not None or not embed)
             # A resident process's refresh left BM25's statistics to its worker and stopped
-            # before the worker settled them: a command that settles does so now.
-            and not (settle and manifest.keyword_drift)
+            # before the worker settled them: a command that settles does so now, unless
+            # the store searches them exactly meanwhile.
+            and not (settle and manifest.keyword_drift and not manifest.settle_can_wait)
         ):
             # Nothing to write: skip opening the store, the slowest part of a no-op run,
             # unless old versions an earlier run left are due to go.
@@ -466,6 +467,7 @@ def build_index(
                 manifest.indexes_settled = True
                 if report.keyword_drift is not None:
                     manifest.keyword_drift = report.keyword_drift
+                manifest.settle_can_wait = store.settle_can_wait()
                 # Counted, not pruned: the run's optimize just pruned what was due, and another
                 # pass costs as much as that optimize (14 s of a monorepo's one-file refresh).
                 manifest.old_versions = store.old_versions()
@@ -587,24 +589,28 @@ def _settle_indexes(store: Store, report: IndexReport, *, settle: bool) -> None:
     appended to, off by 0.06% of the 5.5M-line monorepo's 130k rows, changed the BM25 top
     10 of 7 of 100 queries against a clean build (django, 0.67%: 10 of 98), because code
     holds many equal scores that any difference reorders (evals/bench_settle_drift.py).
-    So every command's run settles, at LanceDB's price: a rewrite of the table and its
-    full-text index, 10-40 s on that monorepo; only a resident process (serve, watch,
-    chat, MCP), which can settle after answering, leaves it to its background worker.
+    So a command's run settles, at LanceDB's price (a rewrite of the table and its
+    full-text index, 10-40 s on that monorepo), unless the store makes its keyword search
+    exact without and nothing else needs it (`Store.settle_can_wait`: LanceDB rescoring
+    its candidates while few rows changed); a resident process (serve, watch, chat,
+    MCP), which can settle after answering, leaves it to its background worker.
     """
     # Settled now too where nothing says how far the keyword index is off: a new index
     # has none yet, and LanceDB's keyword search finds nothing without one (a resident
     # process's first build answered every search with no results until its worker
     # settled); an index from before drift was recorded is settled once.
     if settle or store.keyword_drift() is None:
-        report.keyword_drift = settle_if_drifted(store)
+        report.keyword_drift = settle_if_drifted(store, unless_it_can_wait=True)
     elif report.files_changed or report.files_removed or store.unindexed_rows():
         report.keyword_drift = store.keyword_drift()
 
 
-def settle_if_drifted(store: Store) -> int | None:
-    """Settle the store's keyword index unless it is exactly a clean build's already;
-    returns the rows it is off by now (0, or None where the store cannot tell)."""
-    if store.keyword_drift() != 0:
+def settle_if_drifted(store: Store, *, unless_it_can_wait: bool = False) -> int | None:
+    """Settle the store's keyword index unless it is exactly a clean build's already (or,
+    `unless_it_can_wait`, the store searches exactly without and the settle can wait for
+    a process with time for it); returns the rows it is off by now (0, or None where the
+    store cannot tell)."""
+    if store.keyword_drift() != 0 and not (unless_it_can_wait and store.settle_can_wait()):
         store.settle()
     return store.keyword_drift()
 
@@ -886,8 +892,9 @@ def fill_vectors(
             report.vectors_pending = total - (writes.written if bulk.kept else 0)
     if total:
         # Every row given a vector was rewritten, out of the full-text index and with its
-        # old version still counted in BM25's statistics (see _settle_indexes).
-        settle_if_drifted(store)
+        # old version still counted in BM25's statistics (see _settle_indexes); the few
+        # rows of an edit's short fill the store still searches exactly.
+        settle_if_drifted(store, unless_it_can_wait=True)
     return embedded
 
 

@@ -50,6 +50,9 @@ class Manifest:
     # run ended: 0 (exact) unless a resident process left them to settle in the background
     # (indexing._settle_indexes).
     keyword_drift: int = 0
+    # Whether the store searches those rows exactly anyway (LanceDB rescoring them) and
+    # nothing else needs a settle (Store.settle_can_wait): a command need not settle first.
+    settle_can_wait: bool = False
     format_version: int = INDEX_FORMAT_VERSION
 
     @property
@@ -95,6 +98,7 @@ class Manifest:
                 include_generated=bool(data.get("include_generated", False)),
                 old_versions=int(data.get("old_versions", 0)),
                 keyword_drift=int(data.get("keyword_drift", 0)),
+                settle_can_wait=bool(data.get("settle_can_wait", False)),
                 format_version=int(data.get("format_version", 0)),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -123,6 +127,7 @@ class Manifest:
             "include_generated": self.include_generated,
             "old_versions": self.old_versions,
             "keyword_drift": self.keyword_drift,
+            "settle_can_wait": self.settle_can_wait,
         }
         try:
             with open(temporary, "w", encoding="utf-8") as handle:

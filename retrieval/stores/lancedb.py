@@ -8,7 +8,10 @@ Behaviours of LanceDB 0.40 this module relies on (each covered by the contract t
   its compaction rewrites: a fragment alone in its bin keeps them (one edit of one file in
   a 30-file repository left 7 of 12 BM25 top 10s unlike a clean build's). `settle()`
   leaves the index exactly a clean build's; `keyword_drift()` counts the rows it is off by
-  until then (indexing.py decides when to settle; ties are ordered by chunk id, see `_leg`);
+  until then. Meanwhile, while few rows changed, BM25 searches are exact anyway: codeqa
+  keeps the statistics (lancedb_bm25.KeywordLedger) and rescores LanceDB's candidates
+  (`_exact_bm25_leg`), so indexing.py leaves the settle for later (`settle_can_wait`);
+  ties are ordered by chunk id, see `_leg`;
 - vector search skips rows whose vector is null, so chunks stored before their vectors
   are invisible to the vector side and found by the BM25 side of a hybrid query;
 - hybrid = the BM25 and vector queries, each `hybrid_depth` deep, fused as LanceDB's
@@ -22,11 +25,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,17 @@ from codeqa.retrieval.errors import (
 from codeqa.retrieval.records import Chunk, SearchHit, SearchMode
 from codeqa.retrieval.search.fusion import HYBRID_DEPTH, RRF_K, fuse_by_reciprocal_rank
 from codeqa.retrieval.search.keywords import MAX_WORD_LENGTH, keyword_query
+from codeqa.retrieval.stores.lancedb_bm25 import (
+    Bm25Statistics,
+    KeywordLedger,
+    RowTokens,
+    bm25_score,
+    float32_slack,
+    index_words,
+    rows_tokens,
+    score_ratio_bound,
+    token_total,
+)
 from codeqa.retrieval.stores.lancedb_import import import_lancedb
 from codeqa.retrieval.stores.protocol import (
     CHUNK_COLUMNS,
@@ -62,7 +77,9 @@ from codeqa.retrieval.stores.protocol import (
 
 TABLE_NAME = "chunks"
 # Beside the table: the rows the full-text index held when last made exact, and the rows
-# changed before that which it may still count (see `keyword_drift`).
+# changed before that which it may still count (see `keyword_drift`); and BM25's statistics
+# as codeqa keeps them (lancedb_bm25.KeywordLedger, under LEDGER_KEY).
+LEDGER_KEY = "bm25"
 DRIFT_FILE = "keyword-drift.json"
 KEYWORD_COLUMN = "keywords"
 VECTOR_COLUMN = "vector"
@@ -107,6 +124,18 @@ class LanceTuning:
     # Each search leg reads this many rows past its limit, so that equal scores across the
     # cut are ordered by chunk id like the rest (see `_leg`); a few rows cost nothing.
     tie_margin: int = 10
+    # While at most this many rows were written or deleted since the full-text index was
+    # last exact, a BM25 search scores LanceDB's candidates again with the statistics of
+    # the rows there are (`_exact_bm25_leg`), and no refresh need settle; past it, the
+    # store stops keeping what that needs, and the next command settles (a rewrite of the
+    # whole index). Each search reads and scores every written row again.
+    exact_unsettled_rows: int = 2_000
+    # ... and at most this share of the rows there are: a fill of every vector rewrites
+    # every row (out of the index, flat-scanned), and that settles at once.
+    exact_unsettled_share: float = 0.25
+    # Each time LanceDB's top rows cannot yet show that no row below them reaches the
+    # exact top, the exact leg reads this many times as deep.
+    exact_depth_growth: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +188,9 @@ class LanceStore:
             ) from None
         self._has_fts_index = self._fts_index_name() is not None
         self._version_optimized = self._table.version  # as far as this object knows
+        self._ledger = self._recorded_ledger()
+        if self._table.count_rows() == 0 and self._ledger.tokens is None:
+            self._ledger = KeywordLedger(tokens=0)  # nothing to count: known from the start
         self._in_bulk = False  # inside `bulk_writes`: writes leave the indexes alone
 
     # ---- writes -------------------------------------------------------------------------
@@ -181,18 +213,24 @@ class LanceStore:
             vector_array = self._vectors_to_arrow(checked)
         data = pa.Table.from_pylist(rows, schema=self._schema().remove(len(self._schema()) - 1))
         data = data.append_column(self._schema().field(VECTOR_COLUMN), vector_array)
+        tokens = token_total(data[KEYWORD_COLUMN])
         with self._writing():
             if self._table.count_rows() == 0:
                 # Nothing to match against: a plain append is cheaper. on_bad_vectors="null":
                 # LanceDB counts null vectors as "wrong length" and refuses them otherwise.
                 self._table.add(data, on_bad_vectors="null")
+                self._ledger = KeywordLedger(tokens=0)
             else:
-                (
+                merged = (
                     self._table.merge_insert("chunk_id")
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
                     .execute(data, on_bad_vectors="null")
                 )
+                if merged.num_updated_rows:  # rows replaced unread: their tokens unknown
+                    self._ledger = KeywordLedger()
+            self._ledger.wrote(data["chunk_id"].to_pylist(), tokens)
+            self._keep_ledger()
             self._maintain_indexes()
 
     def set_vectors(self, chunk_ids: Sequence[str], vectors: np.ndarray) -> None:
@@ -210,6 +248,7 @@ class LanceStore:
             # of their old versions and leaves unknown ids out (no insert clause).
             merge = self._table.merge_insert("chunk_id").when_matched_update_all()
             merge.execute(data, on_bad_vectors="null")
+            self._ledger_rewrote(chunk_ids)
             self._maintain_indexes()
 
     def delete_paths(self, paths: Iterable[str]) -> None:
@@ -220,7 +259,17 @@ class LanceStore:
             step = self.tuning.delete_batch
             for start in range(0, len(unique_paths), step):
                 batch = unique_paths[start : start + step]
-                self._table.delete(f"path IN ({', '.join(_sql_literal(p) for p in batch)})")
+                where = f"path IN ({', '.join(_sql_literal(p) for p in batch)})"
+                going = self._ledger_rows(where) if self._ledger.tokens is not None else None
+                self._table.delete(where)
+                if going is None:
+                    continue
+                if isinstance(going, int):  # too many to keep apart: counted only
+                    self._ledger.untracked()
+                    self._ledger.tokens = (self._ledger.tokens or 0) - going
+                else:
+                    self._ledger.deleted(going)
+            self._keep_ledger()
             self._maintain_indexes()
 
     def optimize(self) -> None:
@@ -243,7 +292,24 @@ class LanceStore:
                 self._optimize_locked()
             if self._holds_deleted_rows() is not False:
                 self._create_fts_index()
+            if self._ledger.tokens is None:  # an index from before codeqa kept it: counted once
+                texts = self._table.search().select([KEYWORD_COLUMN]).limit(None).to_arrow()
+                self._ledger.tokens = token_total(texts[KEYWORD_COLUMN])
             self._record_drift(0)
+
+    def settle_can_wait(self) -> bool:
+        """Whether the settle can wait: a BM25 search answers as a clean build's would now
+        (the index is one, or `_exact_bm25_leg` rescores its candidates), and few old
+        versions are past their keep window (LanceDB prunes them only in an optimize, which
+        folds the new rows into the index: a settle's price anyway)."""
+        if self.keyword_drift() == 0:
+            return True
+        if self._unsettled_ledger() is None:
+            return False
+        cutoff = datetime.now() - self.tuning.keep_old_versions_for  # LanceDB's local time
+        versions = self._table.list_versions()[:-1]
+        prunable = sum(1 for version in versions if version["timestamp"] < cutoff)
+        return prunable < self.tuning.prune_every_versions
 
     def keyword_drift(self) -> int | None:
         """Rows written or deleted since the full-text index was last exactly a clean build's
@@ -439,16 +505,135 @@ class LanceStore:
         """The best `limit` rows by BM25; with `vector_flags`, which of them lack a vector."""
         if not self._has_fts_index:
             return _Leg([], [], {})
+        if self.keyword_drift() != 0:
+            ledger = self._unsettled_ledger()
+            if ledger is not None:
+                return self._exact_bm25_leg(keywords, limit, vector_flags, ledger)
+        depth = limit + self.tuning.tie_margin
+        while True:
+            table = self._keyword_rows(keywords, depth, vector_flags)
+            scores = sorted(table["_score"].to_pylist(), reverse=True)
+            # Equal scores across the cut are ordered by chunk id only if every one was read
+            # (LanceDB keeps an arbitrary few of them); code holds groups of dozens (a
+            # file vendored at 30 versions), so read on until the last score read is lower.
+            if table.num_rows < depth or scores[-1] < scores[limit - 1]:
+                break
+            depth *= self.tuning.exact_depth_growth
+        return _leg(table, "_score", limit, higher_is_better=True)
+
+    def _keyword_rows(
+        self, keywords: str, depth: int, vector_flags: bool, columns: Sequence[str] = ()
+    ) -> pa.Table:
+        """LanceDB's best `depth` rows by its own BM25 scores, with CHUNK_COLUMNS, `columns`,
+        `_rowid`, `_score` and (with `vector_flags`) `has_vector`."""
         flags = {"has_vector": f"{VECTOR_COLUMN} IS NOT NULL"} if vector_flags else {}
-        columns = {name: name for name in [*CHUNK_COLUMNS, "_score"]} | flags
-        table = (
+        selected = {name: name for name in [*CHUNK_COLUMNS, *columns, "_score"]} | flags
+        return (
             self._table.search(keywords, query_type="fts", fts_columns=KEYWORD_COLUMN)
-            .select(columns)
+            .select(selected)
             .with_row_id(True)
-            .limit(limit + self.tuning.tie_margin)
+            .limit(depth)
             .to_arrow()
         )
-        return _leg(table, "_score", limit, higher_is_better=True)
+
+    def _exact_bm25_leg(
+        self, keywords: str, limit: int, vector_flags: bool, ledger: KeywordLedger
+    ) -> _Leg:
+        """The best `limit` rows by BM25 as a clean build of the rows there are scores them,
+        while the full-text index is not one (rows deleted or written since it was exact).
+
+        LanceDB scores the rows in its index with the statistics it had when last exact
+        (`ledger.settled_*`, the deleted rows still counted): known, so a row's exact score
+        is at most `score_ratio_bound` times LanceDB's. Its best rows are scored again
+        exactly, read deeper until the last exact one kept beats what any row below them
+        could reach; the rows written since (outside the index, few) are all scored.
+        """
+        pairs = index_words(keywords)
+        asked = [stem for stem, _ in pairs]
+        if not asked:
+            return _Leg([], [], {})
+        spelled: dict[str, str] = {}  # each token asked, by a word of the query making it
+        for stem, word in pairs:
+            spelled.setdefault(stem, word)
+        tokens: dict[int, RowTokens] = {}
+        chunk_ids: dict[int, str] = {}
+        sources: dict[int, tuple[pa.Table, int]] = {}  # where each row's chunk is, read once
+
+        def read(table: pa.Table) -> list[int]:
+            rows = table["_rowid"].to_pylist()
+            fresh = [i for i, row in enumerate(rows) if row not in tokens]
+            part = table.take(pa.array(fresh, pa.int64()))
+            lengths, counts = rows_tokens(part[KEYWORD_COLUMN], spelled)
+            for j, (row, chunk_id) in enumerate(
+                zip(part["_rowid"].to_pylist(), part["chunk_id"].to_pylist(), strict=True)
+            ):
+                held = {token: int(counts[token][j]) for token in spelled if counts[token][j]}
+                tokens[row] = RowTokens(held, int(lengths[j]))
+                chunk_ids[row] = chunk_id
+                sources[row] = (part, j)
+            return rows
+
+        written = set()
+        if ledger.written:
+            written = set(read(self._rows_by_chunk_ids(ledger.written, vector_flags)))
+        holding = {stem: self._rows_holding(word) for stem, word in spelled.items()}
+        exact = Bm25Statistics(self._table.count_rows(), ledger.tokens or 0, holding)
+        written_holding = Counter(
+            stem for row in written for stem in spelled if stem in tokens[row].counts
+        )
+        indexed = Bm25Statistics(
+            ledger.settled_rows or 0,
+            ledger.settled_tokens or 0,
+            {
+                stem: holding[stem] - written_holding[stem] + ledger.deleted_holding[stem]
+                for stem in spelled
+            },
+        )
+        bound = score_ratio_bound(exact, indexed, asked)
+        scores = {row: float(bm25_score(tokens[row], asked, exact)) for row in written}
+        depth = limit + self.tuning.tie_margin
+        while True:
+            table = self._keyword_rows(keywords, depth, vector_flags, ["chunk_id", KEYWORD_COLUMN])
+            for row in read(table):
+                if row not in scores:
+                    scores[row] = float(bm25_score(tokens[row], asked, exact))
+            ranked = sorted(
+                (row for row, score in scores.items() if score > 0),
+                key=lambda row: (-scores[row], chunk_ids[row]),
+            )
+            if table.num_rows < depth:
+                break  # every row holding a word asked is scored
+            below = float32_slack(bound * table["_score"][-1].as_py())
+            if len(ranked) >= limit and scores[ranked[limit - 1]] > below:
+                break
+            depth *= self.tuning.exact_depth_growth
+        kept = ranked[:limit]
+        found = {row: sources[row][0].slice(sources[row][1], 1) for row in kept}
+        chunks = {
+            row: chunk_from_row({name: part[name][0].as_py() for name in CHUNK_COLUMNS})
+            for row, part in found.items()
+        }
+        return _Leg(
+            kept,
+            [scores[row] for row in kept],
+            chunks,
+            frozenset(
+                row for row in kept if vector_flags and not found[row]["has_vector"][0].as_py()
+            ),
+        )
+
+    def _rows_holding(self, word: str) -> int:
+        """How many rows there are that hold `word`'s token (LanceDB filters out deleted
+        rows and scans the unindexed ones): 0.01-0.11 s on the monorepo (8-60k rows)."""
+        query = self._table.search(word, query_type="fts", fts_columns=KEYWORD_COLUMN)
+        return query.select(["_score"]).limit(self._table.count_rows() + 1).to_arrow().num_rows
+
+    def _rows_by_chunk_ids(self, chunk_ids: Sequence[str], vector_flags: bool) -> pa.Table:
+        flags = {"has_vector": f"{VECTOR_COLUMN} IS NOT NULL"} if vector_flags else {}
+        selected = {name: name for name in [*CHUNK_COLUMNS, "chunk_id", KEYWORD_COLUMN]} | flags
+        listed = ", ".join(_sql_literal(chunk_id) for chunk_id in chunk_ids) or "''"
+        query = self._table.search().where(f"chunk_id IN ({listed})").select(selected)
+        return query.with_row_id(True).limit(None).to_arrow()
 
     def _vector_leg(self, vector: np.ndarray, limit: int) -> _Leg:
         """The `limit` nearest rows by LanceDB's flat scan (exact; ties by row id)."""
@@ -533,16 +718,85 @@ class LanceStore:
 
     def _record_drift(self, changed: int | None) -> None:
         """Note the rows the index holds now, and those it may be off by (None: unknown)."""
-        path = self.directory / DRIFT_FILE
         name = self._fts_index_name()
         stats = self._table.index_stats(name) if name is not None else None
         if changed is None or stats is None:
-            path.unlink(missing_ok=True)
+            self._write_record(None, None)
             return
+        if changed == 0:
+            self._ledger.settled(self._table.count_rows())
+        else:  # an optimize folded rows in: LanceDB's statistics are its own now
+            self._ledger.untracked()
+        self._write_record(stats.num_indexed_rows, changed)
+
+    def _keep_ledger(self) -> None:
+        """Save the ledger after a write, beside the drift recorded."""
+        self._write_record(*(self._recorded_drift() or (None, None)))
+
+    def _write_record(self, indexed_rows: int | None, changed_rows: int | None) -> None:
+        path = self.directory / DRIFT_FILE
+        if self._ledger.changed > self.tuning.exact_unsettled_rows:
+            self._ledger.untracked()  # searches settle first; a settle starts it again
+        self._ledger.version = self._table.version
+        record = {
+            "indexed_rows": indexed_rows,
+            "changed_rows": changed_rows,
+            LEDGER_KEY: self._ledger.to_json(),
+        }
         scratch = path.with_suffix(".tmp")
-        record = {"indexed_rows": stats.num_indexed_rows, "changed_rows": changed}
         scratch.write_text(json.dumps(record), encoding="utf-8")
         os.replace(scratch, path)
+
+    def _recorded_ledger(self) -> KeywordLedger:
+        try:
+            data = json.loads((self.directory / DRIFT_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return KeywordLedger()
+        return KeywordLedger.from_json(data.get(LEDGER_KEY) if isinstance(data, dict) else None)
+
+    def _unsettled_ledger(self) -> KeywordLedger | None:
+        """The ledger, where it makes a search of the unsettled index exact: it describes the
+        table this object reads (not one another process wrote since), and few rows changed
+        (`exact_unsettled_rows`, `exact_unsettled_share`)."""
+        ledger = self._recorded_ledger()
+        if not ledger.tracking or ledger.version != self._table.version:
+            return None
+        rows = self._table.count_rows()
+        if ledger.changed > min(
+            self.tuning.exact_unsettled_rows, self.tuning.exact_unsettled_share * rows
+        ):
+            return None
+        return ledger
+
+    def _ledger_rows(self, where: str) -> dict[str, RowTokens] | int:
+        """The tokens of the rows `where` selects, by chunk id; past what the ledger keeps
+        apart, only their token total."""
+        table = self._table.search().where(where).select(["chunk_id", KEYWORD_COLUMN])
+        rows = table.limit(None).to_arrow()
+        if not self._ledger.tracking or (
+            self._ledger.changed + rows.num_rows > self.tuning.exact_unsettled_rows
+        ):
+            return token_total(rows[KEYWORD_COLUMN])
+        return {
+            chunk_id: RowTokens.of(text)
+            for chunk_id, text in zip(
+                rows["chunk_id"].to_pylist(), rows[KEYWORD_COLUMN].to_pylist(), strict=True
+            )
+        }
+
+    def _ledger_rewrote(self, chunk_ids: Sequence[str]) -> None:
+        """Rows given vectors were rewritten: out of the index, their old versions counted."""
+        if self._ledger.tracking:
+            known = set(self._ledger.written)
+            others = [chunk_id for chunk_id in chunk_ids if chunk_id not in known]
+            if self._ledger.changed + 2 * len(others) > self.tuning.exact_unsettled_rows:
+                self._ledger.untracked()
+            elif others:
+                listed = ", ".join(_sql_literal(chunk_id) for chunk_id in others)
+                rows = self._ledger_rows(f"chunk_id IN ({listed})")
+                if isinstance(rows, dict):
+                    self._ledger.rewrote(rows)
+        self._keep_ledger()
 
     def _create_fts_index(self) -> None:
         from lancedb.index import FTS

@@ -126,6 +126,12 @@ class Store(Protocol):
         build's (0: exact); None if the backend does not know."""
         ...
 
+    def settle_can_wait(self) -> bool:
+        """Whether the keyword index's settle can wait for a process with time for it: a
+        keyword search answers as a clean build's would now, settled or not (the store
+        makes it so), and nothing else needs the settle."""
+        ...
+
     def old_versions(self) -> int:
         """How many old versions of the data the store keeps now (0 for a backend that
         keeps none)."""

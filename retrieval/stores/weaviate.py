@@ -697,6 +697,10 @@ class WeaviateStore:
         drift = _read_marker(self.target).get(DRIFT_KEY)
         return drift if isinstance(drift, int) else None
 
+    def settle_can_wait(self) -> bool:
+        """Only once settled: Weaviate's BM25 statistics are its own."""  # issue 45
+        return self.keyword_drift() == 0
+
     def old_versions(self) -> int:
         """Weaviate keeps no old versions."""
         return 0
