@@ -353,7 +353,11 @@ def _agent_answerer(index, options: EvalOptions, mode: SearchMode) -> Callable[[
     except ImportError:
         raise CodeqaError("--agent needs codeqa.agent.Assistant, which this build lacks") from None
     assistant = Assistant(index, replace(options.llm, model=options.model, search_mode=mode))
-    return lambda question: assistant.ask(question.question, thread_id=f"eval:{question.id}")
+    # A failed model call is an error on the question, never an offline list scored as the
+    # model's answer (_run_agent_question).
+    return lambda question: assistant.ask(
+        question.question, thread_id=f"eval:{question.id}", fall_back_offline=False
+    )
 
 
 def _run_agent_question(

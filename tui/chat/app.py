@@ -585,6 +585,9 @@ class CodeqaApp(App[None]):
         if self._answer_view is not None:
             await self._answer_view.finish(_shown_text(answer))
         self.chat.show_evidence(answer, self._retriever.search_scores)
+        if answer.model_error is not None and not message.cancelled:
+            # The answer is the code search found; the model's failure is still an error.
+            self.notify(answer.model_error, title="No answer", severity="error", timeout=10)
         if answer.notes and not message.cancelled:
             self.notify(" ".join(answer.notes), title="About this answer", timeout=8)
         self._answer_done()

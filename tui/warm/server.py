@@ -249,12 +249,14 @@ class WarmServer:
 
             return answer_search(request, self.live, out, err)
         if isinstance(request, AskRequest):
-            from codeqa.tui.cli.ask import answer_question
+            from codeqa.tui.cli.ask import answer_question, say_model_failed
 
             def assistant_for(index: Index) -> Assistant:
                 return self._assistant(request, index)
 
-            answer_question(request, self.live, assistant_for, out, err)
+            _, model_error = answer_question(request, self.live, assistant_for, out, err)
+            if model_error is not None:
+                return say_model_failed(model_error, err)
             return 0  # the vectors still missing are this process's to fill
         if isinstance(request, StatusRequest):
             from codeqa.tui.cli.status import print_status
