@@ -183,6 +183,57 @@ def test_a_second_watch_or_a_serve_of_a_watched_index_is_refused_in_one_line_bef
         first.wait(timeout=30)
 
 
+def _as_a_user_who_cannot_read(folder: Path) -> list[str]:
+    """The command prefix under which `folder` (mode 000) cannot be read: none for a user,
+    a user namespace for root (whom modes do not stop); skips the test where neither works."""
+    folder.chmod(0)
+    if os.geteuid() != 0:
+        return []
+    prefix = ["unshare", "--user"]  # root outside, no capability over this file inside
+    try:
+        probe = subprocess.run([*prefix, "ls", str(folder)], capture_output=True, timeout=30)
+    except OSError:
+        probe = None
+    if probe is None or probe.returncode == 0 or b"ermission denied" not in probe.stderr:
+        pytest.skip("no way here to run as a user who cannot read a folder")
+    return prefix
+
+
+@pytest.mark.slow  # runs `codeqa watch` as a process over a real index
+def test_a_folder_the_user_may_not_read_is_left_unwatched_and_the_rest_refreshes(repo, tmp_path):
+    # watchfiles' PermissionError stopped `watch` (and the chat's, serve's and MCP's watchers)
+    # with a traceback as soon as it started, on a repository holding such a folder (a
+    # container's data volume); discovery skips it as unreadable.
+    volume = repo / "src" / "pgdata"
+    volume.mkdir()
+    (volume / "postgresql.conf").write_text("port = 5432\n")
+    prefix = _as_a_user_who_cannot_read(volume)
+    try:
+        process = subprocess.Popen(
+            [*prefix, *watch_command(repo, tmp_path / "index")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+        )
+        try:
+            out = LineReader(process.stdout)
+            out.wait_for("watching ")
+            out.wait_for("vectors filled: ")
+            time.sleep(1.0)  # the watcher starts right after the line: let it settle
+            with open(repo / "src" / "scanner.py", "a") as source:
+                source.write("\n\n" + NEW_FUNCTION)
+            assert out.wait_for("1 file changed: ").startswith("1 file changed: 1 updated;")
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=30) == 130
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        volume.chmod(0o700)  # so that pytest can remove it
+
+
 def _chunk_count(index_dir: Path, repo: Path) -> int:
     return check_index(repo, IndexSettings(index_dir=index_dir)).chunks
 
