@@ -22,7 +22,7 @@ from codeqa.retrieval.indexing import LOCK_NAME, build_index, check_index
 from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 from codeqa.tui.settings import Settings
 from codeqa.tui.watching import relevant_paths
-from conftest import JSON_FILES, JSON_PACKAGE
+from conftest import JSON_FILES, JSON_PACKAGE, as_a_user_who_cannot_read
 
 EMBED_MODEL = "wordllama"  # the static embedder: vectors in a fraction of a second
 NEW_FUNCTION = "def watched_walrus_counter():\n    return 42\n"
@@ -183,22 +183,6 @@ def test_a_second_watch_or_a_serve_of_a_watched_index_is_refused_in_one_line_bef
         first.wait(timeout=30)
 
 
-def _as_a_user_who_cannot_read(folder: Path) -> list[str]:
-    """The command prefix under which `folder` (mode 000) cannot be read: none for a user,
-    a user namespace for root (whom modes do not stop); skips the test where neither works."""
-    folder.chmod(0)
-    if os.geteuid() != 0:
-        return []
-    prefix = ["unshare", "--user"]  # root outside, no capability over this file inside
-    try:
-        probe = subprocess.run([*prefix, "ls", str(folder)], capture_output=True, timeout=30)
-    except OSError:
-        probe = None
-    if probe is None or probe.returncode == 0 or b"ermission denied" not in probe.stderr:
-        pytest.skip("no way here to run as a user who cannot read a folder")
-    return prefix
-
-
 @pytest.mark.slow  # runs `codeqa watch` as a process over a real index
 def test_a_folder_the_user_may_not_read_is_left_unwatched_and_the_rest_refreshes(repo, tmp_path):
     # watchfiles' PermissionError stopped `watch` (and the chat's, serve's and MCP's watchers)
@@ -207,7 +191,7 @@ def test_a_folder_the_user_may_not_read_is_left_unwatched_and_the_rest_refreshes
     volume = repo / "src" / "pgdata"
     volume.mkdir()
     (volume / "postgresql.conf").write_text("port = 5432\n")
-    prefix = _as_a_user_who_cannot_read(volume)
+    prefix = as_a_user_who_cannot_read(volume)
     try:
         process = subprocess.Popen(
             [*prefix, *watch_command(repo, tmp_path / "index")],
