@@ -23,6 +23,7 @@ from codeqa.tui.cli.common import (
     REPO_HELP,
     add_api_base_argument,
     add_index_arguments,
+    add_mode_argument,
     add_path_argument,
     fresh_index,
     repository_from_args,
@@ -66,9 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
     add_api_base_argument(parser)
-    parser.add_argument(
-        "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
-    )
+    add_mode_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     add_path_argument(parser)
     parser.add_argument(

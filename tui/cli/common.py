@@ -81,9 +81,24 @@ def minutes(least: float, most: float) -> Callable[[str], float]:
     return parse
 
 
+def add_mode_argument(parser: argparse.ArgumentParser) -> None:
+    """`--mode`, as `search` and `ask` take it."""
+    from codeqa.retrieval.records import SearchMode
+
+    parser.add_argument(
+        "--mode",
+        choices=[mode.value for mode in SearchMode],
+        default=SearchMode.HYBRID.value,
+        help="hybrid (default): keywords and meaning, fused; bm25: keywords only; "
+        "vector: meaning only",
+    )
+
+
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--embed-model", help="embedding model: 'default' (offline) or any litellm model"
+        "--embed-model",
+        help="embedding model: 'default' (bundled, offline), 'wordllama' (bundled, faster, "
+        "weaker) or any litellm embedding model",
     )
     parser.add_argument(
         "--index-dir", type=Path, help="where this repo's index lives (default: user cache)"

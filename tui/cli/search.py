@@ -20,6 +20,7 @@ from codeqa.tui.cli.common import (
     MAX_RESULTS,
     REPO_HELP,
     add_index_arguments,
+    add_mode_argument,
     add_path_argument,
     fresh_index,
     repository_from_args,
@@ -54,9 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=10,
         help="results per query (default 10)",
     )
-    parser.add_argument(
-        "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
-    )
+    add_mode_argument(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object per result")
     parser.add_argument(
         "--all-repos",
