@@ -148,6 +148,31 @@ def test_impact_of_a_path_completed_by_the_shell_in_a_subfolder_is_that_file(
 
 
 @pytest.mark.slow  # builds a real (keyword-only) index through the CLI
+def test_a_path_completed_by_the_shell_scopes_search_to_that_file_or_folder(
+    git_repo, monkeypatch, capsys
+):
+    """In src/, `--path decoder.py` (or an absolute path) found "no results": globs are read
+    from the root. A path that names a file or folder here is that one; one outside the
+    repository is one error line."""
+    monkeypatch.chdir(git_repo / "src")
+    assert main(["index", "--no-embed"]) == 0
+    capsys.readouterr()
+
+    def paths_found(*scope: str) -> set[str]:
+        assert main(["search", "JSONDecodeError", "--mode", "bm25", "--json", *scope]) == 0
+        return {json.loads(line)["path"] for line in capsys.readouterr().out.splitlines()}
+
+    assert paths_found("--path", "decoder.py") == {"src/decoder.py"}
+    assert paths_found("--path", str(git_repo / "src" / "decoder.py")) == {"src/decoder.py"}
+    assert paths_found("--path", "src/decoder.py") == {"src/decoder.py"}  # from the root
+    monkeypatch.chdir(git_repo)
+    assert paths_found("--path", str(git_repo / "docs")) == {"docs/errors.py"}
+    assert main(["search", "JSONDecodeError", "--path", "/"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"codeqa: error: --path / is outside the repository {git_repo.resolve()}\n"
+
+
+@pytest.mark.slow  # builds a real (keyword-only) index through the CLI
 def test_an_explicit_repo_inside_a_repository_is_its_subfolder(git_repo, tmp_path, capsys):
     assert main(["index", str(git_repo), "--no-embed"]) == 0
     capsys.readouterr()

@@ -27,6 +27,7 @@ from codeqa.tui.cli.common import (
     add_path_argument,
     fresh_index,
     repository_from_args,
+    scope_paths,
     settings_from_args,
     trust_flags,
 )
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         question=question,
         mode=args.mode,
         json=args.json,
-        paths=tuple(args.path),
+        paths=scope_paths(args.path, repo),
         show_sources=args.show_sources,
         context_window=settings.context_window or 0,
         request_timeout=settings.request_timeout or 0,
