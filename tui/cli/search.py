@@ -124,7 +124,7 @@ def read_queries(path: Path) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.query and not args.queries_file:
+    if not (args.query or "").strip() and not args.queries_file:
         raise BadQueriesFile("give a QUERY or --queries-file")
     if args.all_repos and (args.path or args.language):
         raise BadQueriesFile(
