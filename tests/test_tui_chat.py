@@ -182,6 +182,21 @@ async def test_a_model_server_that_is_not_running_shows_the_code_found_and_one_e
         assert f"cannot reach the model server at {url}" in notice and "\n" not in notice
 
 
+async def test_a_repository_mostly_of_build_output_says_so_once_indexed(tmp_path):
+    # An npm package is its dist/: the chat indexed 1 of 4 files and said nothing of the rest.
+    repo = tmp_path / "package"
+    (repo / "dist").mkdir(parents=True)
+    (repo / "index.js").write_text("export { route } from './dist/router.js'\n")
+    for number in range(3):
+        (repo / "dist" / f"router{number}.js").write_text(f"export const r{number} = 1\n")
+    app = chat_app(repo, tmp_path / "index")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await pilot.pause()
+        warnings = [n.message for n in app._notifications if n.severity == "warning"]
+        assert any(m.startswith("3 of 4 files were skipped as build output") for m in warnings)
+
+
 async def test_small_talk_gets_a_short_reply_and_searches_nothing(shop):
     app = chat_app(*shop)
     async with app.run_test(size=SIZE) as pilot:

@@ -363,9 +363,11 @@ class CodeqaApp(App[None]):
         self.work = replace(
             self.work, running=max(self.work.running - 1, 0), refreshing=False, building=False
         )
-        if not self.work.watching:
+        if not self.work.watching:  # the first index of this chat
             self.work = replace(self.work, watching=True)
             self._watch_worker(message.report.repo_root, message.index_dir)
+            if generated := message.report.mostly_generated():
+                self.notify(generated, severity="warning", timeout=12)
             if self.config.settings.warm is not None:
                 self._warm = WarmServer(self.live, self.config.settings.warm)
                 self._warm.start()

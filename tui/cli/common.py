@@ -239,7 +239,7 @@ def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bo
     too: the failed write left it as it was, and reads refuse the files changed since.
     """
     from codeqa.retrieval.errors import IndexNotWritable
-    from codeqa.tui.cli.progress import mostly_generated_line, update_line
+    from codeqa.tui.cli.progress import update_line
 
     if isinstance(report, IndexNotWritable):
         print(one_line(f"codeqa: note: {report}; {use} as it is"), file=sys.stderr)
@@ -255,8 +255,8 @@ def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bo
     line = update_line(report)
     if line:
         print(line, file=sys.stderr)
-        if generated := mostly_generated_line(report):
-            print(generated, file=sys.stderr)
+        if generated := report.mostly_generated():
+            print(f"codeqa: note: {generated}", file=sys.stderr)
     return bool(line)
 
 

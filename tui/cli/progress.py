@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from codeqa.retrieval.records import IndexReport, ProgressEvent, SkipReason, one_line
+from codeqa.retrieval.records import IndexReport, ProgressEvent, one_line
 from codeqa.tui.terminal_text import terminal_of
 
 _PHASE_LABELS = {"scan": "scanning", "chunk": "chunking", "embed": "embedding"}
@@ -90,29 +90,6 @@ def update_line(report: IndexReport) -> str | None:
     return (
         f"codeqa: index updated: {report.files_changed} new or changed, "
         f"{report.files_removed} removed"
-    )
-
-
-# What `--include-generated` would index: build output and generated code.
-_GENERATED_REASONS = (
-    SkipReason.GENERATED_ATTRIBUTES,
-    SkipReason.BUILD_OUTPUT,
-    SkipReason.COMPILED_COPY,
-    SkipReason.GENERATED,
-)
-
-
-def mostly_generated_line(report: IndexReport) -> str | None:
-    """A note when most of the repository was skipped as build output or generated code (an
-    npm package's dist/): every answer then said "the index holds no match", and only
-    `codeqa index`'s summary told why. None otherwise."""
-    generated = sum(report.skipped[reason.value] for reason in _GENERATED_REASONS)
-    if generated <= report.files_seen:
-        return None
-    total = generated + report.files_seen
-    return (
-        f"codeqa: note: {generated:,} of {total:,} files were skipped as build output or "
-        "generated code; `codeqa index --include-generated` indexes them too"
     )
 
 
