@@ -41,3 +41,6 @@ class Answer:
     notes: list[str] = field(default_factory=list)  # e.g. citations removed by verification
     # Whether the question's own search found what it asks about (search/relevance.py).
     relevance: Relevance | None = None
+    # Why the configured model wrote nothing (unreachable, rejected, rate-limited): the
+    # text is then the offline answer, so the code that search found is still shown.
+    model_error: str | None = None

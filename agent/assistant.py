@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from codeqa.agent.answer import Answer, Usage
@@ -16,12 +17,12 @@ from codeqa.agent.prompts import QUESTION_CUT_NOTE
 from codeqa.agent.retriever import Retriever
 from codeqa.agent.settings import AgentSettings
 from codeqa.agent.small_talk import small_talk_reply
-from codeqa.agent.state import CHECKPOINT_TYPES, fresh_turn
+from codeqa.agent.state import CHECKPOINT_TYPES, AgentState, fresh_turn
 from codeqa.agent.tools import RepoTools
-from codeqa.retrieval.errors import EmptyQuestion, IndexNotFound
+from codeqa.retrieval.errors import EmptyQuestion, IndexNotFound, LLMError
 from codeqa.retrieval.graph import Graph
 from codeqa.retrieval.offline import prepare_offline_environment
-from codeqa.retrieval.records import SearchHit, well_formed
+from codeqa.retrieval.records import SearchHit, one_line, well_formed
 from codeqa.retrieval.search.query import cap_query
 from codeqa.retrieval.search.relevance import (
     RELEVANCE_HITS,
@@ -86,13 +87,17 @@ class Assistant:
         retriever: Retriever | None = None,
         remember: bool = True,
         on_step: StepCallback | None = None,
+        fall_back_offline: bool = True,
     ) -> Answer:
         """Answer `question`, streaming the draft to `on_token`; `cancel` stops it early;
         `on_step` hears what it is doing (nodes.SEARCHING, nodes.WAITING_FOR_MODEL).
 
         `retriever` replaces this assistant's own for this question (a server lends each
         call the index open now); without `remember` the question and its answer are not
-        kept as a conversation to follow up on.
+        kept as a conversation to follow up on. When the model fails before writing a word
+        (LLMError: not running, key rejected, rate-limited past the retries), the answer is
+        the offline one, with `model_error` saying why; without `fall_back_offline` (an
+        eval, which must not score a list as the model's answer) the error is raised.
         """
         if not question.strip():
             raise EmptyQuestion("the question is empty")
@@ -115,6 +120,13 @@ class Assistant:
                 relevance=NOTHING_ASKED,
             )
         question, notes = self._capped(question.strip())
+        spoke = threading.Event()  # the model's first word reached the caller
+
+        def forward(token: str) -> None:
+            spoke.set()
+            assert on_token is not None
+            on_token(token)
+
         context = AgentContext(
             retriever=retriever,
             tools=RepoTools(retriever, self._code_graph(retriever)),
@@ -122,16 +134,25 @@ class Assistant:
             llm=self._llm,
             count_tokens=self.count_tokens,
             cut_tokens=self.cut_tokens,
-            on_token=on_token,
+            on_token=forward if on_token is not None else None,
             cancel=cancel,
             on_step=on_step,
         )
+        model_error: str | None = None
         try:
-            state = self._graph.invoke(
-                fresh_turn(question),
-                config={"configurable": {"thread_id": thread_id}},
-                context=context,
-            )
+            try:
+                state = self._run(question, thread_id, context)
+            except LLMError as error:
+                # A model that wrote nothing (not running, key rejected, rate-limited) still
+                # leaves the search: the offline answer shows the code it found, and says
+                # why. Words already shown stay with the error instead: no second answer.
+                stopped = cancel is not None and cancel.is_set()
+                if not fall_back_offline or spoke.is_set() or stopped:
+                    raise
+                model_error = one_line(str(error))
+                state = self._run(
+                    question, thread_id, replace(context, llm=None, model_error=model_error)
+                )
         finally:
             if not remember:
                 self._checkpoints.delete_thread(thread_id)
@@ -140,12 +161,20 @@ class Assistant:
             citations=state["citations"],
             queries=state["searched"],
             sources=state["hits"],
-            model=self.settings.model,
+            model=self.settings.model if model_error is None else None,
             usage=state.get("usage") or Usage(),
             seconds=time.perf_counter() - started,
             notes=notes + state["notes"],
             # Judged on the question as searched: a follow-up names what it points back at.
             relevance=self._relevance(state["question"], state.get("question_hits"), retriever),
+            model_error=model_error,
+        )
+
+    def _run(self, question: str, thread_id: str, context: AgentContext) -> AgentState:
+        return self._graph.invoke(  # type: ignore[return-value]  # the graph's output is its state
+            fresh_turn(question),
+            config={"configurable": {"thread_id": thread_id}},
+            context=context,
         )
 
     def _relevance(

@@ -17,6 +17,7 @@ from codeqa.retrieval.litellm_calls import (
     is_transient,
     load_litellm,
     missing_api_keys,
+    refused_connection,
 )
 
 Message = dict[str, str]
@@ -301,6 +302,12 @@ def _as_codeqa_error(
     model = settings.model
     detail = first_line(error)
     tries = f"after {attempts} tries" if attempts > 1 else "on the first try"
+    refused = refused_connection(error)
+    if refused is not None:  # never retried: nothing listens there
+        where = settings.api_base or refused.url or "its provider"
+        return LLMUnavailable(
+            f"cannot reach the model server at {where} for model {model!r} ({refused.reason})"
+        )
     if settings.api_base and _unreachable(litellm, error):
         return LLMUnavailable(
             f"cannot reach the model server at {settings.api_base} for model {model!r} "

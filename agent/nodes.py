@@ -11,7 +11,7 @@ from codeqa.agent.citations import verify_citations
 from codeqa.agent.evidence import TokenCounter, build_evidence
 from codeqa.agent.links import defang_links, links_note
 from codeqa.agent.llm import LLMClient, TokenCallback
-from codeqa.agent.offline import offline_draft
+from codeqa.agent.offline import NO_MODEL_NOTICE, model_failed_notice, offline_draft
 from codeqa.agent.planner import (
     asked_graph_queries,
     key_phrase,
@@ -77,6 +77,9 @@ class AgentContext:
     on_token: TokenCallback | None = None
     cancel: threading.Event | None = None
     on_step: StepCallback | None = None
+    # Why `llm` is None when a model is configured: it failed before writing a word, so the
+    # answer is the offline one, which says so (Assistant.ask).
+    model_error: str | None = None
 
     def step(self, what: str) -> None:
         if self.on_step is not None:
@@ -169,6 +172,9 @@ def draft(state: AgentState, runtime: Runtime[AgentContext]) -> AgentState:
             state.get("evidence", []),
             state.get("searched", []),
             settings.offline_locations,
+            NO_MODEL_NOTICE
+            if context.model_error is None
+            else model_failed_notice(context.model_error),
         )
         if context.on_token is not None:
             context.on_token(text)

@@ -24,6 +24,21 @@ NO_MODEL_NOTICE = (
     f"`{MODEL_ENV_VAR}` to any litellm model string (e.g. `openai/gpt-4o-mini`, "
     "`anthropic/claude-3-5-haiku-latest`, `ollama/llama3`)._"
 )
+
+
+def model_failed_notice(reason: str) -> str:
+    """The notice above an offline answer given because the model could not answer.
+
+    The reason is a code span: it names the server's URL, which the answer's link check
+    would otherwise put in code itself and add a note saying so.
+    """
+    quoted = reason.rstrip(".").replace("`", "'")
+    return (
+        "_The model gave no answer, so this answer lists the code most relevant to the "
+        f"question instead of explaining it:_ `{quoted}`"
+    )
+
+
 # The best location's code is quoted so the answer is readable without opening files:
 # the SNIPPET_LINES of it that hold most of the question's words, from a little above
 # the first line holding one (a chunk's first 12 lines are often its docstring).
@@ -54,11 +69,13 @@ def offline_draft(
     evidence: Sequence[Excerpt],
     searched: Sequence[str],
     locations: int,
+    notice: str = NO_MODEL_NOTICE,
 ) -> str:
-    """Markdown listing up to `locations` cited code locations for `question`, best first."""
+    """Markdown listing up to `locations` cited code locations for `question`, best first,
+    under `notice` (why the answer is a list)."""
     prose_last = not (DOCS_WORDS & {word.lower() for word in re.findall(r"[A-Za-z]+", question)})
     chosen = _locations(hits, evidence, locations, prose_last)
-    parts = [NO_MODEL_NOTICE, ""]
+    parts = [notice, ""]
     if not chosen:
         parts.append(
             "Nothing in the index matched this question"

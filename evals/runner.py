@@ -53,6 +53,16 @@ def codeqa_source_root() -> Path:
     return Path(codeqa.retrieval.__file__).resolve().parent.parent
 
 
+def _is_folder(path: Path) -> bool:
+    """Whether `path` is a folder; one that may not be looked into is one error line (Python
+    3.11's is_dir raised PermissionError, a traceback, for --corpora of such a folder)."""
+    try:
+        return path.is_dir()
+    except OSError as error:
+        reason = (error.strerror or "cannot be read").lower()
+        raise CorpusNotFound(f"corpus folder {path} cannot be read: {reason}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class CorpusLocator:
     """Maps a corpus id to the folder holding that code base.
@@ -67,7 +77,7 @@ class CorpusLocator:
     def path_for(self, corpus: str) -> Path:
         if corpus in self.overrides:
             return self.overrides[corpus]
-        if self.corpora_dir is not None and (self.corpora_dir / corpus).is_dir():
+        if self.corpora_dir is not None and _is_folder(self.corpora_dir / corpus):
             return self.corpora_dir / corpus
         if corpus == SELF_CORPUS_ID:
             return codeqa_source_root()
@@ -353,7 +363,11 @@ def _agent_answerer(index, options: EvalOptions, mode: SearchMode) -> Callable[[
     except ImportError:
         raise CodeqaError("--agent needs codeqa.agent.Assistant, which this build lacks") from None
     assistant = Assistant(index, replace(options.llm, model=options.model, search_mode=mode))
-    return lambda question: assistant.ask(question.question, thread_id=f"eval:{question.id}")
+    # A failed model call is an error on the question, never an offline list scored as the
+    # model's answer (_run_agent_question).
+    return lambda question: assistant.ask(
+        question.question, thread_id=f"eval:{question.id}", fall_back_offline=False
+    )
 
 
 def _run_agent_question(

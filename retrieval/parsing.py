@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -32,6 +34,9 @@ from codeqa.retrieval.search.keywords import keyword_text
 # interpreter importing the chunker and grammars (~0.4 s of CPU), and an edit or a pull
 # brings a handful of files that parse in milliseconds.
 PARALLEL_MIN_FILES = 64
+# How often a worker looks whether the process that owns its pool is still alive, where
+# the OS cannot tell it (no pidfd: not Linux). Linux wakes it the moment the owner dies.
+OWNER_POLL_SECONDS = 1.0
 # Files sent to a worker at a time: enough to make the round trip's pickling cheap next
 # to the parse, few enough that every worker stays busy to the last batch.
 FILES_PER_TASK = 8
@@ -98,7 +103,51 @@ def _pool(workers: int) -> Executor:
         # here, under the guard, the executor's own start never reads sys.stderr.
         resource_tracker.ensure_running()
         forkserver.ensure_running()
-        return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=_end_with_owner,
+            initargs=(os.getpid(),),
+        )
+
+
+def _end_with_owner(owner: int) -> None:
+    """In each worker: end it as soon as the process that made its pool is gone.
+
+    A pool's workers wait for work on a queue whose writing end every worker holds too, so
+    a killed owner (SIGKILL, the OOM killer, a crash) never ends them; they in turn keep the
+    fork server and the resource tracker alive, idle, until the machine restarts. Their
+    parent is the fork server, not the owner, so a parent-death signal (prctl) cannot tell;
+    and it fires when the owner's thread that started the fork server ends, not its process.
+    A thread here waits on a pidfd of the owner (Linux) instead, costing the parse nothing.
+    Once the workers end, the fork server and the tracker see their pipes close and end too.
+    """
+    threading.Thread(
+        target=_wait_for_owner, args=(owner,), name="codeqa-owner", daemon=True
+    ).start()
+
+
+def _wait_for_owner(owner: int) -> None:
+    try:
+        owner_fd = os.pidfd_open(owner)
+    except ProcessLookupError:  # gone before this worker started
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfd here (not Linux, or an old kernel): poll
+        while _alive(owner):
+            time.sleep(OWNER_POLL_SECONDS)
+        os._exit(1)
+    select.select([owner_fd], [], [])  # readable when the owner has ended
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user has that number now
+        return False
+    return True
 
 
 @contextmanager

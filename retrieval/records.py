@@ -134,6 +134,15 @@ class SkipReason(StrEnum):
     NOT_INDEXED = "not in the index"
 
 
+# What `include_generated` indexes too: build output and generated code.
+GENERATED_REASONS = (
+    SkipReason.GENERATED_ATTRIBUTES,
+    SkipReason.BUILD_OUTPUT,
+    SkipReason.COMPILED_COPY,
+    SkipReason.GENERATED,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SkippedFile:
     """A file discovery passed over, and why: shown in index summaries."""
@@ -293,3 +302,16 @@ class IndexReport:
     def repair_notes(self) -> list[str]:
         """What this run found damaged and mended, a line each."""
         return [note for note in (self.index_note, self.vector_cache_note) if note]
+
+    def mostly_generated(self) -> str | None:
+        """A note when most of the repository was skipped as build output or generated code
+        (an npm package is its dist/): every answer then said "the index holds no match",
+        and only `codeqa index`'s summary told why. None otherwise."""
+        generated = sum(self.skipped[reason.value] for reason in GENERATED_REASONS)
+        if generated <= self.files_seen:
+            return None
+        total = generated + self.files_seen
+        return (
+            f"{generated:,} of {total:,} files were skipped as build output or generated "
+            "code; `codeqa index --include-generated` indexes them too"
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -104,3 +105,19 @@ def local_model_server(tmp_path_factory: pytest.TempPathFactory):
     server = start_server(tmp_path_factory.mktemp("llama_server"), n_ctx=2048)
     yield server
     server.stop()
+
+
+def as_a_user_who_cannot_read(folder: Path) -> list[str]:
+    """The command prefix under which `folder` (mode 000) cannot be read: none for a user,
+    a user namespace for root (whom modes do not stop); skips the test where neither works."""
+    folder.chmod(0)
+    if os.geteuid() != 0:
+        return []
+    prefix = ["unshare", "--user"]  # root outside, no capability over this file inside
+    try:
+        probe = subprocess.run([*prefix, "ls", str(folder)], capture_output=True, timeout=30)
+    except OSError:
+        probe = None
+    if probe is None or probe.returncode == 0 or b"ermission denied" not in probe.stderr:
+        pytest.skip("no way here to run as a user who cannot read a folder")
+    return prefix

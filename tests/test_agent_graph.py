@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import socket
 import threading
 from pathlib import Path
 
 import litellm
 import pytest
-from codeqa.agent import AgentSettings, Assistant, LLMError, LLMRateLimited, LLMUnavailable
+from codeqa.agent import AgentSettings, Assistant, LLMRateLimited
+from codeqa.agent.offline import model_failed_notice
 from codeqa.agent.prompts import prompt_tokens
 from codeqa.agent.settings import DEFAULT_CONTEXT_WINDOW
 from codeqa.retrieval.discovery.walk import read_repo_file
@@ -49,6 +51,7 @@ def cite_first_shown(messages: list[dict]) -> str:
 
 
 PLAN = '{"search": ["json scanner"], "symbols": ["py_make_scanner"]}'
+QUESTION = "What does `py_make_scanner` do?"
 
 
 def test_answer_cites_lines_the_model_was_shown(retriever, scripted):
@@ -102,40 +105,78 @@ def test_rate_limit_is_retried_then_the_answer_arrives(retriever, scripted):
     assert len(model.calls) == 3
 
 
-def test_rate_limit_that_never_ends_is_one_clear_error(retriever, scripted):
+def model_failure(retriever, agent: AgentSettings, question: str = QUESTION) -> str:
+    """The one line saying why the model gave no answer, over the offline answer in its place."""
+    answer = Assistant(retriever, agent).ask(question)
+    assert answer.model is None and answer.model_error is not None
+    assert answer.text.startswith(model_failed_notice(answer.model_error)), answer.text
+    assert "\n" not in answer.model_error
+    return answer.model_error
+
+
+def test_rate_limit_that_never_ends_is_one_clear_line_over_the_code_found(retriever, scripted):
     limited = litellm.RateLimitError("slow down", llm_provider="scripted", model="test")
     scripted(limited, limited, limited)
-    with pytest.raises(LLMRateLimited) as raised:
-        Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
-    message = str(raised.value)
-    assert "rate-limited" in message and "after 3 tries" in message and "\n" not in message
+    message = model_failure(retriever, settings())
+    assert "rate-limited" in message and "after 3 tries" in message
 
 
 def test_rejected_key_fails_at_once_with_one_line(retriever, scripted):
     denied = litellm.AuthenticationError("invalid api key", llm_provider="scripted", model="test")
     model = scripted(denied, PLAN)
-    with pytest.raises(LLMUnavailable) as raised:
-        Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
-    assert "rejected the API key" in str(raised.value)
+    assert "rejected the API key" in model_failure(retriever, settings())
     assert len(model.calls) == 1  # not retried
 
 
 def test_server_errors_exhausting_retries_are_reported(retriever, scripted):
     down = litellm.ServiceUnavailableError("overloaded", llm_provider="scripted", model="test")
     scripted(down, down, down)
-    with pytest.raises(LLMError, match="could not get an answer .* after 3 tries: overloaded"):
-        Assistant(retriever, settings()).ask("What does `py_make_scanner` do?")
+    message = model_failure(retriever, settings())
+    assert re.search("could not get an answer .* after 3 tries: overloaded", message)
 
 
 def test_unknown_model_is_reported_before_any_call(retriever):
-    with pytest.raises(LLMUnavailable, match="unknown model 'no-such-model'"):
-        Assistant(retriever, settings(model="no-such-model")).ask("anything at all?")
+    message = model_failure(retriever, settings(model="no-such-model"), "anything at all?")
+    assert "unknown model 'no-such-model'" in message
 
 
 def test_missing_api_key_names_the_variable(retriever, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(LLMUnavailable, match="OPENAI_API_KEY"):
-        Assistant(retriever, settings(model="openai/gpt-4o-mini")).ask("anything at all?")
+    message = model_failure(retriever, settings(model="openai/gpt-4o-mini"), "anything at all?")
+    assert "OPENAI_API_KEY" in message
+
+
+def test_a_model_server_that_is_not_running_is_asked_once_and_the_code_found_is_cited(
+    retriever, monkeypatch
+):
+    # Nothing listens on the port: a refused connection is tried once (it was tried five
+    # times, 25.7 s), and the answer is the offline one, citing what search found.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    calls: list[dict] = []
+    real_completion = litellm.completion
+
+    def counted(**params):
+        calls.append(params)
+        return real_completion(**params)
+
+    monkeypatch.setattr(litellm, "completion", counted)
+    agent = settings(model="openai/local", api_base=url, retries=4, retry_initial_seconds=5.0)
+    answer = Assistant(retriever, agent).ask(QUESTION)
+    assert len(calls) == 1
+    assert answer.model_error is not None
+    assert f"cannot reach the model server at {url}" in answer.model_error
+    assert "connection refused" in answer.model_error
+    assert answer.citations and answer.citations[0].path == "json/scanner.py"
+    assert answer.text.startswith(model_failed_notice(answer.model_error))
+
+
+def test_an_eval_asking_without_the_offline_fallback_gets_the_models_error(retriever, scripted):
+    limited = litellm.RateLimitError("slow down", llm_provider="scripted", model="test")
+    scripted(limited, limited, limited)
+    with pytest.raises(LLMRateLimited, match="after 3 tries"):
+        Assistant(retriever, settings()).ask(QUESTION, fall_back_offline=False)
 
 
 def test_draft_tokens_stream_to_the_caller(retriever, scripted):
@@ -272,8 +313,8 @@ def test_declared_context_window_setting_bounds_the_prompt_too(retriever, script
 
 def test_window_too_small_for_any_question_is_one_clear_error(retriever, scripted):
     model = scripted(PLAN, "unused")
-    with pytest.raises(LLMError, match="context window"):
-        Assistant(retriever, settings(context_window=100)).ask("What does `scanner` do?")
+    message = model_failure(retriever, settings(context_window=100), "What does `scanner` do?")
+    assert "context window" in message
     assert model.calls == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 
 import pytest
 from codeqa.agent.offline import NO_MODEL_NOTICE
@@ -80,6 +81,32 @@ def test_ask_with_an_unusable_model_is_one_line_error(small_repo, index_dir, cap
     assert code == 1
     assert err.startswith("codeqa: error: unknown model 'no-such-model'")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_ask_of_a_model_server_that_is_not_running_shows_the_code_found_and_one_error_line(
+    small_repo, index_dir, capsys, monkeypatch, as_json
+):
+    # It failed after five tries (25.7 s) with the error line alone: no code at all.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    question = "What does `py_make_scanner` do?"
+    command = ["ask", question, "--repo", str(small_repo), "--index-dir", str(index_dir)]
+    command += ["--model", "openai/local", "--api-base", url] + (["--json"] if as_json else [])
+    code = main(command)
+    captured = capsys.readouterr()
+    assert code == 1
+    error = f"codeqa: error: cannot reach the model server at {url} for model 'openai/local' "
+    assert captured.err.splitlines()[-1].startswith(error + "(connection refused)")
+    assert "Traceback" not in captured.err
+    text = json.loads(captured.out)["answer"] if as_json else captured.out
+    assert "json/scanner.py:" in text  # the code search found, cited
+    assert f"cannot reach the model server at {url}" in text.splitlines()[0]
+    if as_json:
+        reply = json.loads(captured.out)
+        assert reply["citations"][0]["path"] == "json/scanner.py"
+        assert reply["model"] is None and url in reply["model_error"]
 
 
 def test_ask_in_a_missing_repo_says_so(tmp_path, capsys):

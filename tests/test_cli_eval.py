@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from codeqa.evals.metrics import METRIC_NAMES, RankedResult, score_question, sum
 from codeqa.evals.runner import CorpusLocator, codeqa_source_root
 from codeqa.tui.cli import main
 from codeqa.tui.cli.eval import sample_dataset_path
-from conftest import JSON_FILES, JSON_PACKAGE
+from conftest import JSON_FILES, JSON_PACKAGE, as_a_user_who_cannot_read
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +136,29 @@ def test_missing_corpus_is_one_line_error_before_any_indexing(tmp_path, capsys):
     assert code == 1 and stdout == ""
     assert stderr.strip() == f"codeqa: error: corpus 'nowhere-1.0' is not at {tmp_path}/nowhere-1.0"
     assert not (tmp_path / "i").exists()
+
+
+def test_a_corpora_folder_that_may_not_be_read_is_one_line_error(tmp_path):
+    # Python's is_dir raised PermissionError through the command: a traceback.
+    dataset = tmp_path / "set.jsonl"
+    dataset.write_text(json.dumps({"id": "1", "corpus": "pkg-1.0", "question": "why?"}) + "\n")
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    prefix = as_a_user_who_cannot_read(corpora)
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "codeqa.tui", "eval", str(dataset)]
+            + ["--corpora", str(corpora), "--index-root", str(tmp_path / "i")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        corpora.chmod(0o700)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"codeqa: error: corpus folder {corpora}/pkg-1.0 cannot be read: permission denied\n"
+    )
 
 
 def test_malformed_dataset_is_reported_with_its_line(tmp_path, capsys):

@@ -166,3 +166,25 @@ def test_a_warm_servers_search_while_it_fills_the_vectors_names_no_command_to_ru
         "have no vector yet (keyword search covers them); they are being filled" in err.getvalue()
     )
     assert "codeqa index" not in err.getvalue()
+
+
+def test_a_repository_mostly_of_build_output_says_so_before_the_first_answer(tmp_path, capsys):
+    # An npm package is its dist/: 360 of 365 files were skipped as build output, and `ask`
+    # said only "the index holds no match"; `codeqa index` alone named the skipped files.
+    repo = tmp_path / "package"
+    (repo / "dist").mkdir(parents=True)
+    (repo / "index.js").write_text("export { route } from './dist/router.js'\n")
+    for number in range(3):
+        (repo / "dist" / f"router{number}.js").write_text(
+            f"export function route{number}(path) {{ return path.split('/') }}\n"
+        )
+    where = ["--repo", str(repo), "--index-dir", str(tmp_path / "index"), "--mode", "bm25"]
+    assert main(["ask", "where is a route path split?", *where]) == 0
+    err = capsys.readouterr().err
+    note = (
+        "codeqa: note: 3 of 4 files were skipped as build output or generated code; "
+        "`codeqa index --include-generated` indexes them too"
+    )
+    assert note in err.splitlines()
+    assert main(["ask", "where is a route path split?", *where]) == 0  # said with the build
+    assert "build output" not in capsys.readouterr().err

@@ -136,6 +136,10 @@ def test_user_errors_are_one_line_and_non_zero(small_repo, index_dir, tmp_path, 
         == 1
     )
     assert "bad.jsonl:1" in capsys.readouterr().err
+    for blank in ("", "   ", "\t\n"):  # a blank query said "no results" as if searched
+        where = ["--repo", str(small_repo), "--index-dir", str(index_dir)]
+        assert main(["search", blank, *where]) == 1
+        assert capsys.readouterr().err == "codeqa: error: give a QUERY or --queries-file\n"
 
 
 def test_megabyte_query_is_cut_with_one_notice_and_costs_what_its_first_part_costs(

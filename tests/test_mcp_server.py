@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -198,6 +199,25 @@ def test_find_symbol_ask_and_status_describe_the_index(small_repo, index_dir):
         assert f"files: {status['files']}" in text_of(result)
 
     drive(small_repo, index_dir, script)
+
+
+def test_ask_with_a_model_server_that_is_not_running_answers_with_the_code_found(
+    small_repo, index_dir
+):
+    # `codeqa mcp` took --model but not --api-base (a usage error: the server never
+    # started), so a local model could be set only through $CODEQA_API_BASE.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+
+    async def script(session: ClientSession) -> None:
+        answer = await call(session, "ask", question="How are JSON strings decoded?")
+        assert not answer.is_error
+        text = text_of(answer)
+        assert f"cannot reach the model server at {url}" in text.splitlines()[0]
+        assert answer.structured_content["citations"][0] in text
+
+    drive(small_repo, index_dir, script, "--model", "openai/local", "--api-base", url)
 
 
 def impact_lines_of(found: dict) -> list[str]:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from codeqa.retrieval.discovery.root import RepoRoot, repository_root
 from codeqa.retrieval.errors import RepoNotFound
 from codeqa.tui.cli import main
-from conftest import JSON_FILES, JSON_PACKAGE
+from conftest import JSON_FILES, JSON_PACKAGE, as_a_user_who_cannot_read
 
 
 def test_a_nested_folder_belongs_to_the_folder_holding_git(tmp_path):
@@ -145,6 +148,31 @@ def test_impact_of_a_path_completed_by_the_shell_in_a_subfolder_is_that_file(
 
 
 @pytest.mark.slow  # builds a real (keyword-only) index through the CLI
+def test_a_path_completed_by_the_shell_scopes_search_to_that_file_or_folder(
+    git_repo, monkeypatch, capsys
+):
+    """In src/, `--path decoder.py` (or an absolute path) found "no results": globs are read
+    from the root. A path that names a file or folder here is that one; one outside the
+    repository is one error line."""
+    monkeypatch.chdir(git_repo / "src")
+    assert main(["index", "--no-embed"]) == 0
+    capsys.readouterr()
+
+    def paths_found(*scope: str) -> set[str]:
+        assert main(["search", "JSONDecodeError", "--mode", "bm25", "--json", *scope]) == 0
+        return {json.loads(line)["path"] for line in capsys.readouterr().out.splitlines()}
+
+    assert paths_found("--path", "decoder.py") == {"src/decoder.py"}
+    assert paths_found("--path", str(git_repo / "src" / "decoder.py")) == {"src/decoder.py"}
+    assert paths_found("--path", "src/decoder.py") == {"src/decoder.py"}  # from the root
+    monkeypatch.chdir(git_repo)
+    assert paths_found("--path", str(git_repo / "docs")) == {"docs/errors.py"}
+    assert main(["search", "JSONDecodeError", "--path", "/"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"codeqa: error: --path / is outside the repository {git_repo.resolve()}\n"
+
+
+@pytest.mark.slow  # builds a real (keyword-only) index through the CLI
 def test_an_explicit_repo_inside_a_repository_is_its_subfolder(git_repo, tmp_path, capsys):
     assert main(["index", str(git_repo), "--no-embed"]) == 0
     capsys.readouterr()
@@ -155,3 +183,30 @@ def test_an_explicit_repo_inside_a_repository_is_its_subfolder(git_repo, tmp_pat
     assert "results limited to src/" in out.err
     assert out.out.startswith("src/")
     assert len(manifests(tmp_path / "cache")) == 1
+
+
+@pytest.mark.parametrize("command", ["index", "status", "search", "callers", "impact", "mcp"])
+def test_a_folder_the_user_may_not_read_is_one_line_saying_so_for_every_command(tmp_path, command):
+    # `status`, `search` and the graph commands said it had "no index yet; build it with:
+    # codeqa index …", which then failed; a `.git` inside it was never seen either.
+    locked = tmp_path / "outer" / "locked"
+    (locked / ".git").mkdir(parents=True)
+    (tmp_path / "outer" / ".git").mkdir()  # a repository above, which must not be taken
+    prefix = as_a_user_who_cannot_read(locked)
+    try:
+        argv = {"index": [str(locked)], "status": [str(locked)], "mcp": ["--repo", str(locked)]}
+        words = argv.get(command, ["x", "--repo", str(locked)])
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "codeqa.tui", command, *words],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+            timeout=120,
+        )
+    finally:
+        locked.chmod(0o700)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"codeqa: error: repository path {str(locked)!r} cannot be read: permission denied\n"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import re
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -156,6 +157,44 @@ async def test_offline_answer_lists_cited_locations_and_evidence(shop):
         assert any(c.path == "inventory.py" for c in citations)
         assert app.chat.query_one(SourcesPanel).row_count > 0
         assert not error_notices(app)
+
+
+async def test_a_model_server_that_is_not_running_shows_the_code_found_and_one_error(shop):
+    # The chat showed the error alone: no answer, no citations, no sources.
+    repo, index_dir = shop
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    settings = Settings(index=IndexSettings(index_dir=index_dir, embed_model=EMBED_MODEL))
+    agent = AgentSettings(model="openai/local", api_base=url, retries=4)
+    app = CodeqaApp(ChatConfig(repo=repo, settings=settings, agent=agent))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await ask(pilot, "where is the reorder level checked?")
+        await wait_for(pilot, lambda: not app.answering and answers(app))
+        await pilot.pause()  # the notices queued as the answer finished
+        text = answers(app)[0].source
+        citations = app.chat.query_one(CitationList).citations
+        assert any(c.path == "inventory.py" for c in citations), text
+        assert f"cannot reach the model server at {url}" in text
+        assert app.chat.query_one(SourcesPanel).row_count > 0
+        [notice] = error_notices(app)
+        assert f"cannot reach the model server at {url}" in notice and "\n" not in notice
+
+
+async def test_a_repository_mostly_of_build_output_says_so_once_indexed(tmp_path):
+    # An npm package is its dist/: the chat indexed 1 of 4 files and said nothing of the rest.
+    repo = tmp_path / "package"
+    (repo / "dist").mkdir(parents=True)
+    (repo / "index.js").write_text("export { route } from './dist/router.js'\n")
+    for number in range(3):
+        (repo / "dist" / f"router{number}.js").write_text(f"export const r{number} = 1\n")
+    app = chat_app(repo, tmp_path / "index")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, ready(app))
+        await pilot.pause()
+        warnings = [n.message for n in app._notifications if n.severity == "warning"]
+        assert any(m.startswith("3 of 4 files were skipped as build output") for m in warnings)
 
 
 async def test_small_talk_gets_a_short_reply_and_searches_nothing(shop):

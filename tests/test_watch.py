@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import queue
 import shutil
 import signal
@@ -21,7 +22,7 @@ from codeqa.retrieval.indexing import LOCK_NAME, build_index, check_index
 from codeqa.tui.chat.app import ChatConfig, CodeqaApp
 from codeqa.tui.settings import Settings
 from codeqa.tui.watching import relevant_paths
-from conftest import JSON_FILES, JSON_PACKAGE
+from conftest import JSON_FILES, JSON_PACKAGE, as_a_user_who_cannot_read
 
 EMBED_MODEL = "wordllama"  # the static embedder: vectors in a fraction of a second
 NEW_FUNCTION = "def watched_walrus_counter():\n    return 42\n"
@@ -76,12 +77,23 @@ class LineReader:
         raise AssertionError(f"no line starting {prefix!r} within {timeout} s")
 
 
-def start_watch(repo: Path, index_dir: Path, cwd: Path) -> subprocess.Popen[str]:
+def watch_command(repo: Path, index_dir: Path, command: str = "watch") -> list[str]:
+    """`codeqa watch` (or `serve`) of `repo/src` into `index_dir`."""
+    argv = [sys.executable, "-m", "codeqa.tui", command, str(repo / "src")]
+    return argv + ["--index-dir", str(index_dir), "--embed-model", EMBED_MODEL]
+
+
+def start_watch(
+    repo: Path, index_dir: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """`codeqa watch` on `repo/src` as a process, its output read as text."""
-    command = [sys.executable, "-m", "codeqa.tui", "watch", str(repo / "src")]
-    command += ["--index-dir", str(index_dir), "--embed-model", EMBED_MODEL]
     return subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd
+        watch_command(repo, index_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=env,
     )
 
 
@@ -133,6 +145,77 @@ def test_watch_stopped_by_sigterm_leaves_the_index_consistent_and_exits_143(repo
         if process.poll() is None:
             process.kill()
     assert "the index is consistent" in process.stderr.read()
+
+
+@pytest.mark.slow  # runs `codeqa watch` as a process over a real index
+def test_a_second_watch_or_a_serve_of_a_watched_index_is_refused_in_one_line_before_any_work(
+    repo, tmp_path
+):
+    # Each ran beside the first without a word: two writers of one index, each refreshing
+    # every change (and a second `serve` said "watching …" before it refused).
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    index_dir = tmp_path / "index"
+    first = start_watch(repo, index_dir, tmp_path, env)
+    try:
+        LineReader(first.stdout).wait_for("watching ")
+        for command in ("watch", "serve"):
+            second = subprocess.run(
+                watch_command(repo, index_dir, command),
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                env=env,
+                timeout=120,
+            )
+            assert second.returncode == 1, second.stderr
+            assert second.stdout == ""  # no "watching …": nothing was done
+            # After the line naming the git root that `repo/src` is in, as every command says.
+            assert second.stderr.splitlines()[-1] == (
+                f"codeqa: error: cannot {command} {repo.resolve()}: another codeqa process "
+                f"(pid {first.pid}) is already watching and serving its index, and keeps it "
+                "fresh; stop that one first"
+            )
+        assert first.poll() is None  # the first goes on
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=30)
+
+
+@pytest.mark.slow  # runs `codeqa watch` as a process over a real index
+def test_a_folder_the_user_may_not_read_is_left_unwatched_and_the_rest_refreshes(repo, tmp_path):
+    # watchfiles' PermissionError stopped `watch` (and the chat's, serve's and MCP's watchers)
+    # with a traceback as soon as it started, on a repository holding such a folder (a
+    # container's data volume); discovery skips it as unreadable.
+    volume = repo / "src" / "pgdata"
+    volume.mkdir()
+    (volume / "postgresql.conf").write_text("port = 5432\n")
+    prefix = as_a_user_who_cannot_read(volume)
+    try:
+        process = subprocess.Popen(
+            [*prefix, *watch_command(repo, tmp_path / "index")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+        )
+        try:
+            out = LineReader(process.stdout)
+            out.wait_for("watching ")
+            out.wait_for("vectors filled: ")
+            time.sleep(1.0)  # the watcher starts right after the line: let it settle
+            with open(repo / "src" / "scanner.py", "a") as source:
+                source.write("\n\n" + NEW_FUNCTION)
+            assert out.wait_for("1 file changed: ").startswith("1 file changed: 1 updated;")
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=30) == 130
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        volume.chmod(0o700)  # so that pytest can remove it
 
 
 def _chunk_count(index_dir: Path, repo: Path) -> int:

@@ -48,7 +48,17 @@ def change_batches(
         # for another one.
         return default(change, path) and not Path(path).is_relative_to(index_dir)
 
-    for changes in watch(root, watch_filter=outside_index, debounce=DEBOUNCE_MS, stop_event=stop):
+    # A folder this user may not read (a container's data volume, another user's checkout
+    # inside this one) stopped the watcher with watchfiles' PermissionError traceback:
+    # discovery skips it as unreadable, so it is left unwatched too.
+    changes_seen = watch(
+        root,
+        watch_filter=outside_index,
+        debounce=DEBOUNCE_MS,
+        stop_event=stop,
+        ignore_permission_denied=True,
+    )
+    for changes in changes_seen:
         paths = relevant_paths(root, {path for _change, path in changes}, options)
         if paths:
             yield paths

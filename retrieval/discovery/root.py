@@ -38,6 +38,14 @@ def repository_root(path: Path) -> RepoRoot:
         raise RepoNotFound(f"repository path {str(asked)!r} does not exist")
     if not asked.is_dir():
         raise RepoNotFound(f"repository path {str(asked)!r} is a file, not a folder")
+    try:
+        # A folder that may not be read hides its own `.git`: its root would be taken from
+        # a folder above, and `status` or `search` said it had "no index yet".
+        with os.scandir(asked):
+            pass
+    except OSError as error:
+        reason = (error.strerror or "cannot be read").lower()
+        raise RepoNotFound(f"repository path {str(asked)!r} cannot be read: {reason}") from None
     asked = asked.resolve()
     for folder in (asked, *asked.parents):
         if _holds_git_marker(folder):

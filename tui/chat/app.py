@@ -363,9 +363,11 @@ class CodeqaApp(App[None]):
         self.work = replace(
             self.work, running=max(self.work.running - 1, 0), refreshing=False, building=False
         )
-        if not self.work.watching:
+        if not self.work.watching:  # the first index of this chat
             self.work = replace(self.work, watching=True)
             self._watch_worker(message.report.repo_root, message.index_dir)
+            if generated := message.report.mostly_generated():
+                self.notify(generated, severity="warning", timeout=12)
             if self.config.settings.warm is not None:
                 self._warm = WarmServer(self.live, self.config.settings.warm)
                 self._warm.start()
@@ -585,6 +587,9 @@ class CodeqaApp(App[None]):
         if self._answer_view is not None:
             await self._answer_view.finish(_shown_text(answer))
         self.chat.show_evidence(answer, self._retriever.search_scores)
+        if answer.model_error is not None and not message.cancelled:
+            # The answer is the code search found; the model's failure is still an error.
+            self.notify(answer.model_error, title="No answer", severity="error", timeout=10)
         if answer.notes and not message.cancelled:
             self.notify(" ".join(answer.notes), title="About this answer", timeout=8)
         self._answer_done()

@@ -23,9 +23,11 @@ from codeqa.tui.cli.common import (
     REPO_HELP,
     add_api_base_argument,
     add_index_arguments,
+    add_mode_argument,
     add_path_argument,
     fresh_index,
     repository_from_args,
+    scope_paths,
     settings_from_args,
     trust_flags,
 )
@@ -45,6 +47,10 @@ if TYPE_CHECKING:  # progress.py imports the indexer: loaded when a command runs
 # printed, but the run was interrupted, as `codeqa index` reports it.
 INTERRUPTED = 130
 
+# Exit status when the model gave no answer and the code search found was printed instead,
+# as any error line exits.
+MODEL_FAILED = 1
+
 # Cited snippets longer than this are cut with a marker (--show-sources).
 SOURCE_LINES = 40
 
@@ -62,9 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--model", help="litellm model string, e.g. openai/gpt-4o-mini")
     add_api_base_argument(parser)
-    parser.add_argument(
-        "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
-    )
+    add_mode_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     add_path_argument(parser)
     parser.add_argument(
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         question=question,
         mode=args.mode,
         json=args.json,
-        paths=tuple(args.path),
+        paths=scope_paths(args.path, repo),
         show_sources=args.show_sources,
         context_window=settings.context_window or 0,
         request_timeout=settings.request_timeout or 0,
@@ -126,7 +130,7 @@ def _answer_here(
     agent = settings.agent(search_mode=search_mode)
     with live:
         stream = not request.json and sys.stdout.isatty() and agent.model is not None
-        coverage = answer_question(
+        coverage, model_error = answer_question(
             request,
             live,
             lambda index: Assistant(index, agent),
@@ -137,7 +141,10 @@ def _answer_here(
         root = live.repo
     # After the index is closed, as `codeqa index` would find it.
     foreground = not request.json and sys.stdout.isatty()
-    return _finish_vectors(root, args, settings.index, coverage, foreground)
+    finished = _finish_vectors(root, args, settings.index, coverage, foreground)
+    if model_error is not None and finished == 0:
+        return say_model_failed(model_error, sys.stderr)
+    return finished
 
 
 class _AgentImport:
@@ -184,9 +191,10 @@ def answer_question(
     err: TextIO,
     *,
     stream: bool = False,
-) -> VectorCoverage:
+) -> tuple[VectorCoverage, str | None]:
     """Print the answer to `request` from `live` (here, or in a warm server for a client);
-    how many vectors it had. `stream` writes the draft to `out` as the model writes it."""
+    how many vectors it had, and why the model gave no answer (None when it did). `stream`
+    writes the draft to `out` as the model writes it."""
     from codeqa.agent.prompts import QUESTION_CUT_NOTE
     from codeqa.retrieval.search.relevance import not_relevant_line
     from codeqa.retrieval.search.scope import PathScope
@@ -233,7 +241,7 @@ def answer_question(
             }
             print(json.dumps(reply, indent=2), file=out)
             out.flush()  # the answer is out before the note on how vectors get filled
-            return coverage
+            return coverage, answer.model_error
         if not stream:
             print(answer.text, file=out)
         elif "".join(streamed).strip() != answer.text.strip():
@@ -246,7 +254,15 @@ def answer_question(
             for citation in answer.citations:
                 print(_source(index, citation), file=out)
         out.flush()
-    return coverage
+    return coverage, answer.model_error
+
+
+def say_model_failed(model_error: str, err: TextIO) -> int:
+    """The last line after an answer the model did not write (its notice says so above it),
+    and the exit status: a script asked for the model's answer and did not get it."""
+    line = f"codeqa: error: {model_error}; the answer lists the code search found instead"
+    print(one_line(line), file=err)
+    return MODEL_FAILED
 
 
 @contextmanager
@@ -318,6 +334,7 @@ def answer_to_json(answer) -> dict[str, object]:
         "cost_usd": answer.usage.cost_usd,
         "seconds": round(answer.seconds, 3),
         "notes": answer.notes,
+        "model_error": answer.model_error,
     }
 
 

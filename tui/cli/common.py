@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codeqa.retrieval.discovery.root import RepoRoot, repository_root
+from codeqa.retrieval.errors import ConfigError
 from codeqa.retrieval.records import one_line
 from codeqa.tui.settings import TRUST_FLAG, Settings, load_settings
 
@@ -44,6 +45,41 @@ def repository_from_args(path: Path, doing: str, *, limited: bool = False) -> Re
             line += f"; results limited to {repo.subpath}/"
         print(one_line(line), file=sys.stderr)
     return repo
+
+
+def path_in_repository(target: str, root: Path, *, folders: bool = False) -> str:
+    """A file (or with `folders`, a folder: "src/lib/") as the shell completed it, relative
+    to the working folder or absolute, named as the index names it: relative to the
+    repository root. Run in a subfolder, `impact decoder.py` was otherwise looked up as a
+    symbol, and `search --path json.go` found nothing. Anything that is no such path here
+    (a symbol, a glob, a path from the root) is returned as it was."""
+    typed = Path(target).expanduser()
+    try:
+        if typed.is_file():
+            return typed.resolve().relative_to(root.resolve()).as_posix()
+        if folders and typed.is_dir():
+            inside = typed.resolve().relative_to(root.resolve()).as_posix()
+            return "" if inside == "." else inside + "/"
+    except (OSError, ValueError):  # unreadable, or outside the repository
+        return target
+    return target
+
+
+def scope_paths(globs: list[str], root: Path) -> tuple[str, ...]:
+    """`--path` values as the index names paths: a file or folder typed as the shell completes
+    it becomes its path from the root (the whole repository drops out), a glob stays; one
+    that names a place outside the repository is one error line, not "no results"."""
+    scoped: list[str] = []
+    for glob in globs:
+        typed = Path(glob).expanduser()
+        with contextlib.suppress(OSError):
+            if typed.exists() and not typed.resolve().is_relative_to(root.resolve()):
+                raise ConfigError(f"--path {glob} is outside the repository {root}")
+        named = path_in_repository(glob, root, folders=True)
+        if named == "":  # the root itself: every path
+            return ()
+        scoped.append(named)
+    return tuple(scoped)
 
 
 def whole_number(least: int, most: int) -> Callable[[str], int]:
@@ -81,9 +117,24 @@ def minutes(least: float, most: float) -> Callable[[str], float]:
     return parse
 
 
+def add_mode_argument(parser: argparse.ArgumentParser) -> None:
+    """`--mode`, as `search` and `ask` take it."""
+    from codeqa.retrieval.records import SearchMode
+
+    parser.add_argument(
+        "--mode",
+        choices=[mode.value for mode in SearchMode],
+        default=SearchMode.HYBRID.value,
+        help="hybrid (default): keywords and meaning, fused; bm25: keywords only; "
+        "vector: meaning only",
+    )
+
+
 def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--embed-model", help="embedding model: 'default' (offline) or any litellm model"
+        "--embed-model",
+        help="embedding model: 'default' (bundled, offline), 'wordllama' (bundled, faster, "
+        "weaker) or any litellm embedding model",
     )
     parser.add_argument(
         "--index-dir", type=Path, help="where this repo's index lives (default: user cache)"
@@ -204,6 +255,8 @@ def say_refreshed(report: IndexReport | IndexNotWritable | None, use: str) -> bo
     line = update_line(report)
     if line:
         print(line, file=sys.stderr)
+        if generated := report.mostly_generated():
+            print(f"codeqa: note: {generated}", file=sys.stderr)
     return bool(line)
 
 

@@ -20,6 +20,7 @@ from codeqa.tui.cli.common import (
     REPO_HELP,
     add_index_arguments,
     fresh_index,
+    path_in_repository,
     repository_from_args,
     settings_from_args,
     whole_number,
@@ -96,20 +97,6 @@ def run(args: argparse.Namespace) -> int:
     live = fresh_index(repo, settings.index, load_model=False)
     with live:
         return print_relations(request, live, sys.stdout)
-
-
-def path_in_repository(target: str, root: Path) -> str:
-    """A file as the shell completed it (relative to the working folder, or absolute) named
-    as the graph names it: relative to the repository root. Run in a subfolder, `impact
-    decoder.py` was otherwise looked up as a symbol. Anything that is no file here (a
-    symbol, a path from the root) is returned as it was."""
-    typed = Path(target).expanduser()
-    try:
-        if not typed.is_file():
-            return target
-        return typed.resolve().relative_to(root.resolve()).as_posix()
-    except (OSError, ValueError):  # unreadable, or outside the repository
-        return target
 
 
 def print_relations(request: GraphRequest, live: LiveIndex, out: TextIO) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from codeqa.retrieval.errors import ConfigError
 from codeqa.tui.cli.common import (
     REPO_HELP,
+    add_api_base_argument,
     add_index_arguments,
     repository_from_args,
     settings_from_args,
@@ -37,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--repo", type=Path, default=Path("."), help=REPO_HELP)
     parser.add_argument("--model", help="litellm model string for `ask` (default: offline)")
+    add_api_base_argument(parser)
     parser.add_argument(
         "--no-watch",
         dest="watch",

@@ -20,9 +20,11 @@ from codeqa.tui.cli.common import (
     MAX_RESULTS,
     REPO_HELP,
     add_index_arguments,
+    add_mode_argument,
     add_path_argument,
     fresh_index,
     repository_from_args,
+    scope_paths,
     settings_from_args,
     trust_flags,
     whole_number,
@@ -52,9 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=10,
         help="results per query (default 10)",
     )
-    parser.add_argument(
-        "--mode", choices=[mode.value for mode in SearchMode], default=SearchMode.HYBRID.value
-    )
+    add_mode_argument(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object per result")
     parser.add_argument(
         "--all-repos",
@@ -122,7 +122,7 @@ def read_queries(path: Path) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.query and not args.queries_file:
+    if not (args.query or "").strip() and not args.queries_file:
         raise BadQueriesFile("give a QUERY or --queries-file")
     if args.all_repos and (args.path or args.language):
         raise BadQueriesFile(
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         mode=args.mode,
         limit=args.limit,
         json=args.json,
-        paths=tuple(args.path),
+        paths=scope_paths(args.path, repo.root),
         folder=repo.subpath,
         query_ids=tuple(query_id for query_id, _question in queries),
         queries=tuple(question for _query_id, question in queries),

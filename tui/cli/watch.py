@@ -106,6 +106,10 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
     server = WarmServer(live, loaded.warm)
     idle = threading.Event()
     try:
+        if (other := server.other_server()) is not None:
+            # Before any work: two watchers would each write every change into one index.
+            print(_watched_already(root, other, idle_minutes), file=sys.stderr)
+            return 1
         printer = ProgressPrinter(quiet_scan=True)  # a first build of a large repository
         try:
             first = live.refresh(printer)
@@ -115,6 +119,9 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
             print(_BUSY, file=sys.stderr)
             said_watching.append(True)  # what later refreshes find is said as changes
         served = server.start()
+        if server.refused_for is not None:  # started meanwhile, beside this one
+            print(_watched_already(root, server.refused_for, idle_minutes), file=sys.stderr)
+            return 1
         if idle_minutes is not None:
             if served is None:
                 print(one_line(f"codeqa: error: cannot serve: {server.refusal}"), file=sys.stderr)
@@ -157,6 +164,15 @@ def watch(args: argparse.Namespace, idle_minutes: float | None = None) -> int:
     print(one_line(stopped), file=sys.stderr)
     # 130 after Ctrl-C, 143 after SIGTERM (a service manager's stop), as shells report them.
     return 0 if idle.is_set() else 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
+
+
+def _watched_already(root: Path, other: int, idle_minutes: float | None) -> str:
+    """The one line refusing a second `watch` or `serve` of an index another one keeps fresh."""
+    doing = "watch" if idle_minutes is None else "serve"
+    return one_line(
+        f"codeqa: error: cannot {doing} {root}: another codeqa process (pid {other}) is "
+        "already watching and serving its index, and keeps it fresh; stop that one first"
+    )
 
 
 def _stop_when_idle(

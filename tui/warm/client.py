@@ -115,8 +115,18 @@ def private_socket(path: Path) -> bool:
 
 def peer_uid(connection: socket.socket) -> int:
     """The user id of the process at the other end (SO_PEERCRED; Linux)."""
+    return _peer(connection)[1]
+
+
+def peer_pid(connection: socket.socket) -> int:
+    """The process id of the process at the other end (SO_PEERCRED; Linux)."""
+    return _peer(connection)[0]
+
+
+def _peer(connection: socket.socket) -> tuple[int, int, int]:
     raw = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    return int(_PEERCRED.unpack(raw)[1])
+    pid, uid, gid = _PEERCRED.unpack(raw)
+    return int(pid), int(uid), int(gid)
 
 
 class DeadlinePassed(BadRequest):

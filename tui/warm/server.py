@@ -26,6 +26,7 @@ from codeqa.tui.warm.client import (
     MAX_SOCKET_PATH,
     PEER_CHECKED,
     WarmSettings,
+    peer_pid,
     peer_uid,
     read_line,
     socket_path,
@@ -81,6 +82,18 @@ class WarmServer:
         self._assistants: dict[AgentSettings, Assistant] = {}
         # Why `start` did not listen, for the one line `codeqa serve` ends with.
         self.refusal: str | None = None
+        # The process id of the server `start` found already serving this index.
+        self.refused_for: int | None = None
+
+    def other_server(self) -> int | None:
+        """The process id of another codeqa process serving (and watching) this index now.
+
+        `serve` and `watch` each serve the index they keep fresh, so this is how one tells
+        that another already does: two would both write every change into one index.
+        """
+        if not PEER_CHECKED or not (self.path.exists() or self.path.is_symlink()):
+            return None
+        return _listener_pid(self.path)
 
     def start(self) -> Path | None:
         """Listen; the socket's path, or None (`refusal` says why: another process serves
@@ -98,8 +111,10 @@ class WarmServer:
                 f"the socket folder {folder} cannot be made a private folder of yours (0700)"
             )
         if self.path.exists() or self.path.is_symlink():
-            if _answers(self.path):  # a live server of this index: the CLI goes to it
-                return self._refuse("another codeqa process serves this index already")
+            other = self.other_server()
+            if other is not None:  # a live server of this index: the CLI goes to it
+                self.refused_for = other
+                return self._refuse(f"another codeqa process (pid {other}) serves this index")
             self.path.unlink(missing_ok=True)  # stale: its process died without removing it
         # Bound under a private name, made 0600, then renamed into place: the socket is
         # never reachable with the mode bind gave it.
@@ -249,12 +264,14 @@ class WarmServer:
 
             return answer_search(request, self.live, out, err)
         if isinstance(request, AskRequest):
-            from codeqa.tui.cli.ask import answer_question
+            from codeqa.tui.cli.ask import answer_question, say_model_failed
 
             def assistant_for(index: Index) -> Assistant:
                 return self._assistant(request, index)
 
-            answer_question(request, self.live, assistant_for, out, err)
+            _, model_error = answer_question(request, self.live, assistant_for, out, err)
+            if model_error is not None:
+                return say_model_failed(model_error, err)
             return 0  # the vectors still missing are this process's to fill
         if isinstance(request, StatusRequest):
             from codeqa.tui.cli.status import print_status
@@ -308,14 +325,14 @@ def _make_private(folder: Path) -> bool:
     return True
 
 
-def _answers(path: Path) -> bool:
-    """Whether a process listens on the socket at `path`."""
+def _listener_pid(path: Path) -> int | None:
+    """The process id of whoever listens on the socket at `path`; None if nobody does."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(0.25)
     try:
         probe.connect(os.fspath(path))
+        return peer_pid(probe)
     except OSError:
-        return False
+        return None
     finally:
         probe.close()
-    return True
