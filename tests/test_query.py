@@ -458,6 +458,21 @@ automaton_find_all(PyObject* self, PyObject* args) {
 """
 
 
+def test_asked_what_calls_a_rust_path_or_a_javadoc_member_the_whole_name_is_asked_for():
+    # The symbols found in the text held only `RawArgs` and `StringUtils`: the callers of
+    # the type were looked up instead of the method's.
+    assert analyze_query("what calls RawArgs::new?").callers_asked == ("RawArgs.new",)
+    assert analyze_query("What calls StringUtils#isBlank?").callers_asked == (
+        "StringUtils.isBlank",
+    )
+    assert analyze_query("Where is clap_lex::RawArgs::new used?").callers_asked == (
+        "clap_lex.RawArgs.new",
+    )
+    assert analyze_query("who calls Session.request?").callers_asked == ("Session.request",)
+    # A path to a test is no call.
+    assert analyze_query("tests/test_x.py::test_y fails with KeyError").callers_asked == ()
+
+
 def test_asked_what_calls_a_symbol_its_call_sites_rank_above_its_definition():
     definition = chunk("src/trie.c", 177, "ahocorasick_next", "c", NEXT_STATE)
     prototype = chunk("src/trie.h", 1, None, "c", "TrieNode* ahocorasick_next(TrieNode*);\n")

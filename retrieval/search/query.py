@@ -168,7 +168,15 @@ class QueryAnalysis:
             next(group for group in match.groups() if group).rstrip(".")
             for match in CALLERS_OF.finditer(self.text)
         }
-        return tuple(symbol for symbol in self.symbols if symbol in asked)
+        # `RawArgs::new` and `StringUtils#isBlank` are code by their spelling, and the graph
+        # reads them as dots; the symbols found in the text held only their first part,
+        # whose callers (a type's) were then looked up.
+        spelled = sorted(
+            name.replace("::", ".").replace("#", ".")
+            for name in asked
+            if "::" in name or "#" in name
+        )
+        return tuple(symbol for symbol in self.symbols if symbol in asked) + tuple(spelled)
 
     @property
     def prose_names(self) -> frozenset[str]:
@@ -186,10 +194,13 @@ class QueryAnalysis:
 
 # "Who calls X?", "callers of X", "where is X used?": the question asks for X's call sites
 # (the agent's graph search for them, the ranking's lift of them).
+# A name as code writes it: dotted, or Rust's and C++'s `RawArgs::new`, Javadoc's
+# `StringUtils#isBlank`.
+_CODE_NAME = r"[\w.]+(?:(?:::|#)\w+)*"
 CALLERS_OF = re.compile(
-    r"\b(?:who|what|which(?:\s+\w+)?)\s+(?:calls?|uses?|invokes?)\s+`?(?P<name>[\w.]+)"
-    r"|\bcall(?:ers|\s+sites)\s+of\s+`?(?P<of>[\w.]+)"
-    r"|\bwhere\s+(?:is|are)\s+`?(?P<used>[\w.]+)`?(?:\(\))?\s+(?:called|used|invoked)",
+    rf"\b(?:who|what|which(?:\s+\w+)?)\s+(?:calls?|uses?|invokes?)\s+`?(?P<name>{_CODE_NAME})"
+    rf"|\bcall(?:ers|\s+sites)\s+of\s+`?(?P<of>{_CODE_NAME})"
+    rf"|\bwhere\s+(?:is|are)\s+`?(?P<used>{_CODE_NAME})`?(?:\(\))?\s+(?:called|used|invoked)",
     re.I,
 )
 
