@@ -138,3 +138,23 @@ def test_question_of_200k_characters_is_cut_with_a_note_and_answered(
     notes = [line for line in captured.err.splitlines() if line.startswith("codeqa: note: ")]
     assert notes[-1].startswith("codeqa: note: The question was cut")
     assert reply["citations"]
+
+
+def test_ask_takes_the_chunk_count_the_index_recorded_and_never_waits_on_the_store_for_it(
+    small_repo, index_dir, capsys, monkeypatch
+):
+    """The count only words the "N of M chunks have no vector" note: on a Weaviate cluster
+    just after a node died, counting the store timed out and `ask` failed with it."""
+    from codeqa.retrieval.errors import StoreUnavailable
+    from codeqa.retrieval.stores.lancedb import LanceStore
+
+    argv = ["ask", "What does `py_make_scanner` do?", "--repo", str(small_repo)]
+    assert main([*argv, "--index-dir", str(index_dir)]) == 0
+    capsys.readouterr()
+
+    def timed_out(self):
+        raise StoreUnavailable("counting chunks failed: Deadline Exceeded")
+
+    monkeypatch.setattr(LanceStore, "count", timed_out)
+    assert main([*argv, "--index-dir", str(index_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["citations"][0]["path"] == "json/scanner.py"

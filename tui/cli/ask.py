@@ -201,7 +201,11 @@ def answer_question(
     from codeqa.tui.cli.progress import VectorCoverage
 
     with live.borrow() as index, _scoped(index, PathScope(request.paths)):
-        coverage = VectorCoverage(chunks=index.chunk_count, missing=live.vectors_missing())
+        # The counts the last run recorded, as status reads them: a count on a cluster just
+        # after a node died can time out, and it only words the note below.
+        recorded = index.manifest.chunks
+        chunks = recorded if recorded is not None else index.chunk_count
+        coverage = VectorCoverage(chunks=chunks, missing=live.vectors_missing())
         assistant = assistant_for(index)
         if coverage.missing and assistant.settings.search_mode is not SearchMode.BM25:
             print(
